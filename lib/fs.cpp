@@ -1,0 +1,182 @@
+#include "fs.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+
+namespace svm {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.release();
+    }
+    return *this;
+}
+
+UniqueFd::~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+static std::string read_fd(int fd, const std::string& path) {
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            SVM_THROW_ERRNO("read " + path);
+        }
+        if (n == 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+}
+
+std::string read_file(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) SVM_THROW_ERRNO("open " + path);
+    return read_fd(fd.get(), path);
+}
+
+bool read_file_if_exists(const std::string& path, std::string& out) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+        if (errno == ENOENT) return false;
+        SVM_THROW_ERRNO("open " + path);
+    }
+    out = read_fd(fd.get(), path);
+    return true;
+}
+
+static void write_all(int fd, const std::string& data, const std::string& path) {
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            SVM_THROW_ERRNO("write " + path);
+        }
+        off += static_cast<size_t>(n);
+    }
+}
+
+static std::string dirname_of(const std::string& path) {
+    auto pos = path.rfind('/');
+    if (pos == std::string::npos) return ".";
+    if (pos == 0) return "/";
+    return path.substr(0, pos);
+}
+
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+        if (!fd) SVM_THROW_ERRNO("create " + tmp);
+        if (::fchmod(fd.get(), mode) != 0) SVM_THROW_ERRNO("chmod " + tmp);
+        write_all(fd.get(), content, tmp);
+        if (::fsync(fd.get()) != 0) SVM_THROW_ERRNO("fsync " + tmp);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        SVM_THROW(errno_message("rename " + tmp + " to " + path, e));
+    }
+    UniqueFd dir(::open(dirname_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir) ::fsync(dir.get());
+}
+
+void write_sysfs(const std::string& path, const std::string& value) {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) SVM_THROW_ERRNO("open " + path);
+    ssize_t n = ::write(fd.get(), value.data(), value.size());
+    if (n < 0) SVM_THROW_ERRNO("write " + path);
+    if (static_cast<size_t>(n) != value.size()) SVM_THROW("short write to " + path);
+}
+
+void mkdir_p(const std::string& path, mode_t mode) {
+    if (path.empty()) return;
+    std::string cur;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+        pos = path.find('/', pos + 1);
+        cur = path.substr(0, pos);
+        if (cur.empty()) continue;
+        if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + cur);
+    }
+}
+
+static void remove_at(int dirfd, const char* name, const std::string& shown) {
+    if (::unlinkat(dirfd, name, 0) == 0 || errno == ENOENT) return;
+    if (errno != EISDIR && errno != EPERM) SVM_THROW_ERRNO("remove " + shown);
+    int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return;
+        SVM_THROW_ERRNO("open " + shown);
+    }
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+        ::close(fd);
+        SVM_THROW_ERRNO("opendir " + shown);
+    }
+    while (dirent* e = ::readdir(d)) {
+        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+        remove_at(::dirfd(d), e->d_name, shown + "/" + e->d_name);
+    }
+    ::closedir(d);
+    if (::unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) SVM_THROW_ERRNO("rmdir " + shown);
+}
+
+void remove_tree(const std::string& path) { remove_at(AT_FDCWD, path.c_str(), path); }
+
+bool path_exists(const std::string& path) {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::string path_join(const std::string& a, const std::string& b) {
+    if (a.empty()) return b;
+    if (b.empty()) return a;
+    bool as = a.back() == '/', bs = b.front() == '/';
+    if (as && bs) return a + b.substr(1);
+    if (as || bs) return a + b;
+    return a + "/" + b;
+}
+
+std::vector<std::string> list_dir(const std::string& path) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+        out.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::string trim(const std::string& s) {
+    size_t b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return "";
+    size_t e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
+}
+
+FileLock::FileLock(const std::string& path) {
+    fd_ = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd_) SVM_THROW_ERRNO("open lock " + path);
+    while (::flock(fd_.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) SVM_THROW_ERRNO("lock " + path);
+    }
+}
+
+}  // namespace svm

@@ -1,0 +1,54 @@
+// File helpers: atomic, durable writes and plain reads. Paths are never
+// resolved against a user's rights here: callers that touch user paths use
+// run_as (proc.hpp) instead.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace svm {
+
+// Reads a whole file; throws svm::Error naming the file.
+std::string read_file(const std::string& path);
+// Returns false when the file does not exist; throws on other errors.
+bool read_file_if_exists(const std::string& path, std::string& out);
+// Writes to path.tmp, fsyncs, renames over path, fsyncs the directory.
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode = 0644);
+// Plain write of an existing file (sysfs attributes and the like).
+void write_sysfs(const std::string& path, const std::string& value);
+void mkdir_p(const std::string& path, mode_t mode = 0755);
+// Removes a file or a whole tree; missing is not an error.
+void remove_tree(const std::string& path);
+bool path_exists(const std::string& path);
+std::string path_join(const std::string& a, const std::string& b);
+std::vector<std::string> list_dir(const std::string& path);  // names, sorted; empty if missing
+std::string trim(const std::string& s);
+
+// An fd closed on scope exit.
+class UniqueFd {
+public:
+    UniqueFd() = default;
+    explicit UniqueFd(int fd) : fd_(fd) {}
+    UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+    UniqueFd& operator=(UniqueFd&& o) noexcept;
+    UniqueFd(const UniqueFd&) = delete;
+    UniqueFd& operator=(const UniqueFd&) = delete;
+    ~UniqueFd();
+    int get() const { return fd_; }
+    int release() { int f = fd_; fd_ = -1; return f; }
+    explicit operator bool() const { return fd_ >= 0; }
+private:
+    int fd_ = -1;
+};
+
+// flock(2)-based lock on a file, held for the object's life.
+class FileLock {
+public:
+    explicit FileLock(const std::string& path);
+    ~FileLock() = default;
+private:
+    UniqueFd fd_;
+};
+
+}  // namespace svm

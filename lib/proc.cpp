@@ -1,0 +1,239 @@
+#include "proc.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+#include "fs.hpp"
+
+namespace svm {
+
+Credentials credentials_for(uid_t uid, std::optional<gid_t> gid) {
+    Credentials c;
+    c.uid = uid;
+    struct passwd pw;
+    struct passwd* res = nullptr;
+    std::vector<char> buf(16384);
+    if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) != 0 || !res)
+        SVM_THROW("user id " + std::to_string(uid) + " is not known on this node");
+    c.user = pw.pw_name;
+    c.gid = gid ? *gid : pw.pw_gid;
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(n));
+    if (getgrouplist(pw.pw_name, c.gid, groups.data(), &n) < 0) {
+        groups.resize(static_cast<size_t>(n));
+        getgrouplist(pw.pw_name, c.gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<size_t>(n));
+    c.groups = groups;
+    return c;
+}
+
+void drop_privileges(const Credentials& as) {
+    std::vector<gid_t> groups = as.groups.empty() ? std::vector<gid_t>{as.gid} : as.groups;
+    if (::geteuid() == 0 && ::setgroups(groups.size(), groups.data()) != 0) SVM_THROW_ERRNO("setgroups");
+    if (::setresgid(as.gid, as.gid, as.gid) != 0) SVM_THROW_ERRNO("setresgid");
+    if (::setresuid(as.uid, as.uid, as.uid) != 0) SVM_THROW_ERRNO("setresuid");
+    uid_t r, e, s;
+    if (::getresuid(&r, &e, &s) != 0 || r != as.uid || e != as.uid || s != as.uid)
+        SVM_THROW("could not drop privileges to uid " + std::to_string(as.uid));
+}
+
+static long now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+namespace {
+struct Pipes {
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+};
+
+[[noreturn]] void child_fail(int errfd, const char* what) {
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s: %s\n", what, strerror(errno));
+    if (n > 0) (void)!::write(errfd, buf, static_cast<size_t>(n));
+    _exit(127);
+}
+
+RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data,
+                  int timeout_ms) {
+    RunResult r;
+    size_t in_off = 0;
+    if (in_fd >= 0 && in_data.empty()) {
+        ::close(in_fd);
+        in_fd = -1;
+    }
+    long deadline = now_ms() + timeout_ms;
+    char buf[65536];
+    while (out_fd >= 0 || err_fd >= 0 || in_fd >= 0) {
+        struct pollfd p[3];
+        int n = 0;
+        int io = -1, oo = -1, eo = -1;
+        if (in_fd >= 0) { io = n; p[n++] = {in_fd, POLLOUT, 0}; }
+        if (out_fd >= 0) { oo = n; p[n++] = {out_fd, POLLIN, 0}; }
+        if (err_fd >= 0) { eo = n; p[n++] = {err_fd, POLLIN, 0}; }
+        long left = deadline - now_ms();
+        if (left <= 0) {
+            r.timed_out = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        int pr = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(left));
+        if (pr < 0 && errno != EINTR) break;
+        if (pr <= 0) continue;
+        if (io >= 0 && p[io].revents) {
+            ssize_t w = ::write(in_fd, in_data.data() + in_off, in_data.size() - in_off);
+            if (w > 0) in_off += static_cast<size_t>(w);
+            if (w < 0 || in_off >= in_data.size()) { ::close(in_fd); in_fd = -1; }
+        }
+        if (oo >= 0 && p[oo].revents) {
+            ssize_t k = ::read(out_fd, buf, sizeof buf);
+            if (k > 0) r.out.append(buf, static_cast<size_t>(k));
+            else { ::close(out_fd); out_fd = -1; }
+        }
+        if (eo >= 0 && p[eo].revents) {
+            ssize_t k = ::read(err_fd, buf, sizeof buf);
+            if (k > 0) r.err.append(buf, static_cast<size_t>(k));
+            else { ::close(err_fd); err_fd = -1; }
+        }
+    }
+    for (int fd : {in_fd, out_fd, err_fd})
+        if (fd >= 0) ::close(fd);
+    int st = 0;
+    if (r.timed_out) {
+        ::waitpid(pid, &st, 0);
+    } else {
+        // Output closed; the child may still be running (it closed its fds).
+        for (;;) {
+            pid_t w = ::waitpid(pid, &st, WNOHANG);
+            if (w == pid) break;
+            if (w < 0 && errno != EINTR) break;
+            if (now_ms() > deadline) {
+                r.timed_out = true;
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, &st, 0);
+                break;
+            }
+            ::usleep(2000);
+        }
+    }
+    if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st)) r.status = 128 + WTERMSIG(st);
+    return r;
+}
+}  // namespace
+
+RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
+    if (argv.empty()) SVM_THROW("run: empty command");
+    Pipes pp;
+    if (::pipe2(pp.in, O_CLOEXEC) || ::pipe2(pp.out, O_CLOEXEC) || ::pipe2(pp.err, O_CLOEXEC))
+        SVM_THROW_ERRNO("pipe");
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    std::vector<std::string> env = opts.env;
+    if (env.empty()) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    std::vector<char*> cenv;
+    for (auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    std::vector<gid_t> groups;
+    if (opts.as) groups = opts.as->groups.empty() ? std::vector<gid_t>{opts.as->gid} : opts.as->groups;
+
+    pid_t pid = ::fork();
+    if (pid < 0) SVM_THROW_ERRNO("fork");
+    if (pid == 0) {
+        ::dup2(pp.in[0], 0);
+        ::dup2(pp.out[1], 1);
+        ::dup2(pp.err[1], 2);
+        ::signal(SIGPIPE, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (opts.new_session) ::setsid();
+        if (opts.limit_cpu_s) {
+            struct rlimit rl = {*opts.limit_cpu_s, *opts.limit_cpu_s};
+            if (::setrlimit(RLIMIT_CPU, &rl) != 0) child_fail(2, "setrlimit cpu");
+        }
+        if (opts.limit_as_bytes) {
+            struct rlimit rl = {*opts.limit_as_bytes, *opts.limit_as_bytes};
+            if (::setrlimit(RLIMIT_AS, &rl) != 0) child_fail(2, "setrlimit as");
+        }
+        if (opts.as) {
+            if (::geteuid() == 0 && ::setgroups(groups.size(), groups.data()) != 0) child_fail(2, "setgroups");
+            if (::setresgid(opts.as->gid, opts.as->gid, opts.as->gid) != 0) child_fail(2, "setresgid");
+            if (::setresuid(opts.as->uid, opts.as->uid, opts.as->uid) != 0) child_fail(2, "setresuid");
+        }
+        if (::chdir(opts.cwd.c_str()) != 0) child_fail(2, "chdir");
+        ::execve(cargv[0], cargv.data(), cenv.data());
+        if (errno == ENOENT && argv[0].find('/') == std::string::npos) ::execvpe(cargv[0], cargv.data(), cenv.data());
+        child_fail(2, cargv[0]);
+    }
+    ::close(pp.in[0]);
+    ::close(pp.out[1]);
+    ::close(pp.err[1]);
+    return collect(pid, pp.in[1], pp.out[0], pp.err[0], opts.stdin_data, opts.timeout_ms);
+}
+
+std::string run_checked(const std::vector<std::string>& argv, const RunOptions& opts) {
+    RunResult r = run(argv, opts);
+    if (r.timed_out) SVM_THROW(argv[0] + " timed out after " + std::to_string(opts.timeout_ms / 1000) + " s");
+    if (r.status != 0) {
+        std::string msg = trim(r.err);
+        if (msg.empty()) msg = trim(r.out);
+        SVM_THROW(argv[0] + " failed (exit " + std::to_string(r.status) + ")" + (msg.empty() ? "" : ": " + msg));
+    }
+    return r.out;
+}
+
+RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms) {
+    int outp[2], errp[2];
+    if (::pipe2(outp, O_CLOEXEC) || ::pipe2(errp, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
+    pid_t pid = ::fork();
+    if (pid < 0) SVM_THROW_ERRNO("fork");
+    if (pid == 0) {
+        ::close(outp[0]);
+        ::close(errp[0]);
+        ::dup2(errp[1], 2);
+        int rc = 1;
+        try {
+            drop_privileges(as);
+            rc = fn(outp[1]);
+        } catch (const Error& e) {
+            std::string m = e.chain() + "\n";
+            (void)!::write(2, m.data(), m.size());
+            rc = 1;
+        } catch (const std::exception& e) {
+            std::string m = std::string(e.what()) + "\n";
+            (void)!::write(2, m.data(), m.size());
+            rc = 1;
+        }
+        _exit(rc & 0xff);
+    }
+    ::close(outp[1]);
+    ::close(errp[1]);
+    return collect(pid, -1, outp[0], errp[0], "", timeout_ms);
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\'') out += "'\\''";
+        else out += c;
+    }
+    out += "'";
+    return out;
+}
+
+}  // namespace svm

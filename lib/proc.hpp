@@ -1,0 +1,57 @@
+// Running helper programs: optionally as another user (never root's rights on
+// a user's path), with resource limits and a timeout, output captured.
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace svm {
+
+struct Credentials {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // supplementary groups; empty = just gid
+    std::string user;           // for initgroups when groups is empty and user is set
+};
+
+// Looks the user up in the passwd database and fills uid, gid and groups.
+Credentials credentials_for(uid_t uid, std::optional<gid_t> gid = std::nullopt);
+
+struct RunOptions {
+    std::optional<Credentials> as;          // drop to this user before exec
+    std::vector<std::string> env;           // full environment; empty = minimal PATH only
+    std::string stdin_data;                 // written to the child's stdin
+    int timeout_ms = 60000;                 // killed (SIGKILL) after this
+    std::optional<unsigned long> limit_cpu_s;    // RLIMIT_CPU
+    std::optional<unsigned long> limit_as_bytes; // RLIMIT_AS
+    std::string cwd = "/";
+    bool new_session = false;
+};
+
+struct RunResult {
+    int status = -1;       // exit status, or 128+signal
+    bool timed_out = false;
+    std::string out;
+    std::string err;
+    bool ok() const { return status == 0 && !timed_out; }
+};
+
+RunResult run(const std::vector<std::string>& argv, const RunOptions& opts = {});
+// Like run, but throws svm::Error with the command's stderr when it fails.
+std::string run_checked(const std::vector<std::string>& argv, const RunOptions& opts = {});
+
+// Forks, drops to `as` in the child and runs `fn` there; the child's return
+// value (0..255) and its stdout/stderr are returned. The callback may write a
+// result to the given fd (a pipe read back into RunResult::out).
+RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn,
+                          int timeout_ms = 60000);
+
+// Drops privileges of the current process for good (setgroups, setresgid, setresuid).
+void drop_privileges(const Credentials& as);
+
+std::string shell_quote(const std::string& s);
+
+}  // namespace svm

@@ -1,0 +1,47 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
+
+TEST_CASE("atomic write replaces content and sets mode") {
+    char tmpl[] = "/tmp/svm-fs-XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    std::string dir = tmpl;
+    std::string f = svm::path_join(dir, "a.json");
+    svm::write_file_atomic(f, "one", 0600);
+    svm::write_file_atomic(f, "two", 0640);
+    CHECK(svm::read_file(f) == "two");
+    CHECK(svm::list_dir(dir) == std::vector<std::string>{"a.json"});
+    svm::remove_tree(dir);
+    CHECK_FALSE(svm::path_exists(dir));
+    svm::remove_tree(dir);  // missing is fine
+}
+
+TEST_CASE("read_file names the file in its error") {
+    try {
+        svm::read_file("/nonexistent/x");
+        FAIL("no error");
+    } catch (const svm::Error& e) {
+        CHECK(std::string(e.what()).find("/nonexistent/x") != std::string::npos);
+    }
+}
+
+TEST_CASE("run captures output, status and stdin; times out") {
+    auto r = svm::run({"/bin/sh", "-c", "cat; echo err >&2; exit 3"}, {.stdin_data = "hello"});
+    CHECK(r.status == 3);
+    CHECK(r.out == "hello");
+    CHECK(r.err == "err\n");
+    svm::RunOptions o;
+    o.timeout_ms = 200;
+    auto t = svm::run({"/bin/sleep", "5"}, o);
+    CHECK(t.timed_out);
+    CHECK_THROWS_AS(svm::run_checked({"/bin/false"}), svm::Error);
+}
+
+TEST_CASE("shell_quote survives single quotes") {
+    auto r = svm::run({"/bin/sh", "-c", "printf %s " + svm::shell_quote("it's $HOME `x`")});
+    CHECK(r.out == "it's $HOME `x`");
+}
