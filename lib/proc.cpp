@@ -162,6 +162,10 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, nullptr);
         if (opts.new_session) ::setsid();
+        for (int fd : opts.keep_fds) {
+            errno = EBADF;
+            if (fd <= 2 || ::fcntl(fd, F_SETFD, 0) != 0) child_fail(2, "keep fd");
+        }
         if (opts.limit_cpu_s) {
             struct rlimit rl = {*opts.limit_cpu_s, *opts.limit_cpu_s};
             if (::setrlimit(RLIMIT_CPU, &rl) != 0) child_fail(2, "setrlimit cpu");

@@ -29,6 +29,9 @@ struct RunOptions {
     std::optional<unsigned long> limit_as_bytes; // RLIMIT_AS
     std::string cwd = "/";
     bool new_session = false;
+    // Descriptors (each > 2) the command inherits at the same number: their
+    // close-on-exec flag is cleared in the child only.
+    std::vector<int> keep_fds;
 };
 
 struct RunResult {
