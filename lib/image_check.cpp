@@ -1,0 +1,394 @@
+#include "image_check.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "error.hpp"
+#include "json.hpp"
+#include "sha256.hpp"
+
+namespace svm {
+
+namespace {
+
+constexpr int kRefused = 3;  // exit code of the user-side opener for a refusal (message on out_fd)
+constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+
+std::string user_name(const Credentials& c) {
+    return c.user.empty() ? "uid " + std::to_string(c.uid) : c.user;
+}
+
+// One sentence for a file that is not a regular file; empty when it is.
+std::string not_regular(const std::string& shown, mode_t mode) {
+    if (S_ISREG(mode)) return "";
+    if (S_ISDIR(mode)) return shown + " is a directory, not a disk image file";
+    if (S_ISFIFO(mode)) return shown + " is a FIFO, not a regular file";
+    if (S_ISCHR(mode)) return shown + " is a character device, not a regular file";
+    if (S_ISBLK(mode)) return shown + " is a block device, not a regular file";
+    if (S_ISSOCK(mode)) return shown + " is a socket, not a regular file";
+    return shown + " is not a regular file";
+}
+
+// One sentence for an errno from stat/open of the path as `who`.
+std::string open_failure(const std::string& path, const std::string& who, int err) {
+    switch (err) {
+        case ENOENT:
+            return path + " does not exist for user " + who + "; check the path";
+        case ENOTDIR:
+            return path + " does not exist for user " + who + " (a component of the path is not a directory); check the path";
+        case EACCES:
+        case EPERM:
+            return path + " is not readable by user " + who + " (" + std::strerror(err) +
+                   "); make it and its directories readable by that user";
+        case ELOOP:
+            return path + " cannot be opened by user " + who + " (" + std::strerror(err) + "); point to the image file itself";
+        default:
+            return path + " cannot be opened by user " + who + " (" + std::strerror(err) + "); check the path and its file system";
+    }
+}
+
+std::string fd_real_path(int fd) {
+    char buf[PATH_MAX + 1];
+    std::string link = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(link.c_str(), buf, PATH_MAX);
+    if (n < 0) SVM_THROW_ERRNO("readlink " + link);
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+// "30 s", "0.5 s".
+std::string seconds(int ms) {
+    char b[32];
+    if (ms % 1000 == 0) std::snprintf(b, sizeof b, "%d s", ms / 1000);
+    else std::snprintf(b, sizeof b, "%.1f s", ms / 1000.0);
+    return b;
+}
+
+std::string join_dirs(const std::vector<std::string>& dirs) {
+    std::string s;
+    for (const auto& d : dirs) s += (s.empty() ? "" : ", ") + d;
+    return s;
+}
+
+void check_allowed(const std::string& shown, const std::string& real, const ImagePolicy& policy) {
+    if (policy.allowed_dirs.empty() || path_inside(real, policy.allowed_dirs)) return;
+    std::string where = real == shown ? shown : shown + " (which is " + printable(real) + ")";
+    SVM_THROW(where + " lies outside the allowed image directories (" + join_dirs(policy.allowed_dirs) +
+              "); move it into one of them");
+}
+
+// Runs in the child that is already the user: stat, open, fstat, send fd.
+int open_and_send(const std::string& path, const std::string& who, int sock, int out_fd) {
+    auto refuse = [&](const std::string& sentence) {
+        (void)!::write(out_fd, sentence.data(), sentence.size());
+        return kRefused;
+    };
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return refuse(open_failure(path, who, errno));
+    // Refuse non-regular files before opening them: opening a device can have effects.
+    std::string bad = not_regular(path, st.st_mode);
+    if (!bad.empty()) return refuse(bad);
+    UniqueFd fd(::open(path.c_str(), kOpenFlags));
+    if (!fd) return refuse(open_failure(path, who, errno));
+    struct stat fst;
+    if (::fstat(fd.get(), &fst) != 0) SVM_THROW_ERRNO("fstat " + path);
+    bad = not_regular(path, fst.st_mode);
+    if (!bad.empty()) return refuse(bad);
+    if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
+        return refuse(path + " was replaced while it was being opened; try again once nothing renames it");
+    std::string real = fd_real_path(fd.get());
+
+    struct iovec iov = {const_cast<char*>(real.data()), real.size()};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    int f = fd.get();
+    std::memcpy(CMSG_DATA(cm), &f, sizeof f);
+    while (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
+        if (errno != EINTR) SVM_THROW_ERRNO("send image fd");
+    }
+    return 0;
+}
+
+// Receives the fd and real path the child sent.
+UniqueFd receive_fd(int sock, std::string& real) {
+    char buf[PATH_MAX + 64];
+    struct iovec iov = {buf, sizeof buf};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    ssize_t n;
+    do {
+        n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) SVM_THROW_ERRNO("receive image fd");
+    UniqueFd fd;
+    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int f;
+            std::memcpy(&f, CMSG_DATA(cm), sizeof f);
+            fd = UniqueFd(f);
+        }
+    }
+    if (!fd || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) SVM_THROW("receive image fd: malformed message");
+    real.assign(buf, static_cast<size_t>(n));
+    return fd;
+}
+
+std::string first_line(const std::string& s) {
+    std::string t = trim(s);
+    auto nl = t.find('\n');
+    if (nl != std::string::npos) t = t.substr(0, nl);
+    if (t.rfind("qemu-img: ", 0) == 0) t = t.substr(10);
+    return printable(t, 300);
+}
+
+ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy,
+                     const std::optional<Credentials>& as, std::string real) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat " + shown);
+    std::string bad = not_regular(shown, st.st_mode);
+    if (!bad.empty()) SVM_THROW(bad);
+    if (real.empty()) real = fd_real_path(fd);
+    check_allowed(shown, real, policy);
+
+    ImageHeaderInfo hdr = inspect_image(fd);
+    if (!hdr.ok()) SVM_THROW(shown + " " + hdr.problems.front().text);
+    if (hdr.format != ImageFormat::qcow2 && hdr.format != ImageFormat::raw)  // inspect_image reports these
+        SVM_THROW(shown + " is a " + format_name(hdr.format) + " image; convert it to qcow2 or raw");
+    if (hdr.virtual_size > policy.max_virtual_size)
+        SVM_THROW(shown + " has a virtual size of " + format_size(hdr.virtual_size) + ", which exceeds this site's limit of " +
+                  format_size(policy.max_virtual_size) + "; use a smaller image");
+
+    QemuImgInfo q = qemu_img_info(fd, hdr.format, shown, policy, as);
+    if (!q.backing_filename.empty() || !q.full_backing_filename.empty())
+        SVM_THROW(shown + " has a backing file (" + printable(q.backing_filename.empty() ? q.full_backing_filename
+                                                                                       : q.backing_filename) +
+                  ") according to qemu-img; flatten it with 'qemu-img convert -O qcow2 IN OUT'");
+    if (!q.data_file.empty())
+        SVM_THROW(shown + " has an external data file (" + printable(q.data_file) +
+                  ") according to qemu-img; rewrite it as a single file with 'qemu-img convert -O qcow2 IN OUT'");
+    if (q.encrypted)
+        SVM_THROW(shown + " uses qcow2 encryption, which is not supported; write a decrypted copy with 'qemu-img convert'");
+    if (q.format != format_name(hdr.format) || q.virtual_size != hdr.virtual_size)
+        SVM_THROW(shown + " reads as " + printable(q.format) + " of " + std::to_string(q.virtual_size) +
+                  " bytes to qemu-img but as " + format_name(hdr.format) + " of " + std::to_string(hdr.virtual_size) +
+                  " bytes to its header; rewrite it with 'qemu-img convert -O qcow2 IN OUT'");
+
+    struct stat after;
+    if (::fstat(fd, &after) != 0) SVM_THROW_ERRNO("fstat " + shown);
+    if (identity_of(after) != identity_of(st))
+        SVM_THROW(shown + " changed while it was being checked; submit again once nothing writes to it");
+
+    ImageInfo info;
+    info.format = hdr.format;
+    info.virtual_size = hdr.virtual_size;
+    info.file_size = static_cast<uint64_t>(st.st_size);
+    info.allocated_size = static_cast<uint64_t>(st.st_blocks) * 512;
+    info.identity = identity_of(st);
+    info.real_path = real;
+    return info;
+}
+
+}  // namespace
+
+FileIdentity identity_of(const struct stat& st) {
+    FileIdentity id;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    id.mtime_sec = st.st_mtim.tv_sec;
+    id.mtime_nsec = st.st_mtim.tv_nsec;
+    id.size = static_cast<uint64_t>(st.st_size);
+    return id;
+}
+
+void check_image_path(const std::string& path) {
+    if (path.empty()) SVM_THROW("the image path is empty; give the image's absolute path");
+    if (path.find('\0') != std::string::npos)
+        SVM_THROW(printable(path) + " contains a NUL byte; give the image's absolute path");
+    if (path[0] != '/') SVM_THROW(path + " is not an absolute path; give the image's absolute path");
+    size_t pos = 0;
+    while (pos <= path.size()) {
+        size_t next = path.find('/', pos);
+        if (next == std::string::npos) next = path.size();
+        if (path.compare(pos, next - pos, "..") == 0)
+            SVM_THROW(path + " contains a '..' component; give the image's path without '..'");
+        pos = next + 1;
+    }
+}
+
+bool path_inside(const std::string& real_path, const std::vector<std::string>& dirs) {
+    for (std::string d : dirs) {
+        while (d.size() > 1 && d.back() == '/') d.pop_back();
+        if (d.empty()) continue;
+        if (d == "/") return real_path.rfind('/', 0) == 0;
+        if (real_path == d) return true;
+        if (real_path.size() > d.size() && real_path.compare(0, d.size(), d) == 0 && real_path[d.size()] == '/')
+            return true;
+    }
+    return false;
+}
+
+QemuImgInfo qemu_img_info(int fd, ImageFormat format, const std::string& shown, const ImagePolicy& policy,
+                          const std::optional<Credentials>& as) {
+    UniqueFd dup;
+    if (fd <= 2) {  // keep_fds needs a descriptor above stdio
+        dup = UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        if (!dup) SVM_THROW_ERRNO("dup image fd");
+        fd = dup.get();
+    }
+    RunOptions o;
+    o.as = as;
+    o.timeout_ms = policy.qemu_img_timeout_ms;
+    o.limit_cpu_s = policy.qemu_img_cpu_s;
+    o.limit_as_bytes = policy.qemu_img_as_bytes;
+    o.keep_fds = {fd};
+    const std::string fmt = format_name(format);
+    RunResult r = run({policy.qemu_img, "info", "--output=json", "-f", fmt, "/dev/fd/" + std::to_string(fd)}, o);
+    if (r.timed_out)
+        SVM_THROW(shown + " took longer than " + seconds(policy.qemu_img_timeout_ms) +
+                  " to inspect with qemu-img; check that its file system responds and that the image is intact");
+    if (r.status == 128 + SIGXCPU || r.status == 128 + SIGKILL)
+        SVM_THROW(shown + " made qemu-img exceed its CPU time limit of " + std::to_string(policy.qemu_img_cpu_s) +
+                  " s; rewrite it with 'qemu-img convert -O qcow2 IN OUT'");
+    if (r.status != 0) {
+        std::string why = first_line(r.err.empty() ? r.out : r.err);
+        if (why.empty()) why = "exit status " + std::to_string(r.status);
+        if (why.find("lock") != std::string::npos)
+            SVM_THROW(shown + " is in use by a program that writes to it (" + why + "); stop that program or use a copy");
+        SVM_THROW(shown + " cannot be read as " + fmt + " by qemu-img (" + why + "); check it with 'qemu-img check'");
+    }
+    QemuImgInfo q;
+    q.json = r.out;
+    try {
+        Json j = json_parse(r.out, "qemu-img info");
+        q.format = json_get_string(j.get(), "format").value_or("");
+        q.virtual_size = static_cast<uint64_t>(json_get_int(j.get(), "virtual-size").value_or(-1));
+        q.backing_filename = json_get_string(j.get(), "backing-filename").value_or("");
+        q.full_backing_filename = json_get_string(j.get(), "full-backing-filename").value_or("");
+        q.encrypted = json_get_bool(j.get(), "encrypted").value_or(false);
+        json_t* spec = json_object_get(j.get(), "format-specific");
+        json_t* data = spec ? json_object_get(spec, "data") : nullptr;
+        if (data && json_is_object(data)) {
+            q.data_file = json_get_string(data, "data-file").value_or("");
+            if (json_object_get(data, "encrypt")) q.encrypted = true;
+        }
+    } catch (Error& e) {
+        SVM_CONTEXT(e, "qemu-img info of " + shown);
+        throw;
+    }
+    return q;
+}
+
+ImageInfo check_image_fd(int fd, const std::string& shown_path, const ImagePolicy& policy) {
+    return check_impl(fd, shown_path, policy, std::nullopt, "");
+}
+
+CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& policy) {
+    check_image_path(path);
+    std::string who = std::to_string(::geteuid());
+    try {
+        who = credentials_for(::geteuid()).user;
+    } catch (const Error&) {
+    }
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) SVM_THROW(open_failure(path, who, errno));
+    std::string bad = not_regular(path, st.st_mode);
+    if (!bad.empty()) SVM_THROW(bad);
+    CheckedImage out;
+    out.fd = UniqueFd(::open(path.c_str(), kOpenFlags));
+    if (!out.fd) SVM_THROW(open_failure(path, who, errno));
+    out.info = check_impl(out.fd.get(), path, policy, std::nullopt, "");
+    return out;
+}
+
+CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy) {
+    check_image_path(path);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) SVM_THROW_ERRNO("socketpair");
+    UniqueFd mine(sv[0]), theirs(sv[1]);
+    const std::string who = user_name(user);
+    RunResult r = run_function_as(
+        user,
+        [&](int out_fd) {
+            ::close(mine.release());
+            return open_and_send(path, who, theirs.get(), out_fd);
+        },
+        policy.qemu_img_timeout_ms);
+    theirs = UniqueFd();
+    if (r.timed_out)
+        SVM_THROW(path + " could not be opened by user " + who + " within " +
+                  seconds(policy.qemu_img_timeout_ms) + "; check that its file system responds");
+    if (r.status == kRefused) SVM_THROW(trim(r.out));
+    if (r.status != 0)
+        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) + "): " + trim(r.err));
+    CheckedImage out;
+    std::string real;
+    out.fd = receive_fd(mine.get(), real);
+    out.info = check_impl(out.fd.get(), path, policy, user, real);
+    return out;
+}
+
+std::string image_digest(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t mib = 1 << 20;
+    Sha256 h;
+    h.update("slurm-vm sampled sha256 v1\n");
+    uint8_t le[8];
+    for (int i = 0; i < 8; ++i) le[i] = uint8_t(size >> (8 * i));
+    h.update(le, sizeof le);
+    std::vector<uint8_t> buf(mib);
+    auto feed = [&](uint64_t off, uint64_t len) {
+        while (len > 0) {
+            ssize_t n = ::pread(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(len, buf.size())),
+                                static_cast<off_t>(off));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) SVM_THROW_ERRNO("read image for digest");
+            if (n == 0) SVM_THROW("read image for digest: file shrank");
+            h.update(buf.data(), static_cast<size_t>(n));
+            off += static_cast<uint64_t>(n);
+            len -= static_cast<uint64_t>(n);
+        }
+    };
+    const uint64_t head = std::min(size, mib);
+    feed(0, head);
+    const uint64_t tail_start = std::max(head, size > mib ? size - mib : 0);
+    feed(tail_start, size - tail_start);
+    return "sampled-sha256:" + h.hex_digest();
+}
+
+std::string format_size(uint64_t bytes) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    while (u < 6 && bytes >= (uint64_t(1) << (10 * (u + 1)))) ++u;
+    const uint64_t unit = uint64_t(1) << (10 * u);
+    char b[64];
+    if (bytes % unit == 0)
+        std::snprintf(b, sizeof b, "%llu %s", static_cast<unsigned long long>(bytes / unit), units[u]);
+    else
+        std::snprintf(b, sizeof b, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(unit), units[u]);
+    return b;
+}
+
+}  // namespace svm

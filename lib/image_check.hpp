@@ -1,0 +1,105 @@
+// Safe intake of a user's disk image: the site's policy and the verdict.
+//
+// Root never opens a user's path: open_image_as_user() opens it in a child that
+// runs as the user and hands the open fd back over a socketpair (SCM_RIGHTS).
+// Every check then works on that fd: our own header inspection
+// (image_format.hpp), then `qemu-img info` with the format we detected forced,
+// run as the user under CPU, memory and time limits on /dev/fd/N; the two must
+// agree. Every refusal is an svm::Error whose reason() is one sentence that
+// names the path and says what to change. See image_check.md.
+#pragma once
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs.hpp"
+#include "image_format.hpp"
+#include "proc.hpp"
+
+namespace svm {
+
+struct ImagePolicy {
+    uint64_t max_virtual_size = uint64_t(1) << 40;  // 1 TiB
+    std::vector<std::string> allowed_dirs;          // canonical paths; empty = any
+    int qemu_img_timeout_ms = 30000;                // also the limit for the user-side open
+    unsigned long qemu_img_cpu_s = 10;              // RLIMIT_CPU of qemu-img
+    unsigned long qemu_img_as_bytes = uint64_t(1) << 30;  // RLIMIT_AS of qemu-img (it needs ~200 MiB)
+    std::string qemu_img = "qemu-img";              // program (looked up in a minimal PATH)
+};
+
+// What was checked: a later fstat of the same fd must give the same identity.
+struct FileIdentity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    int64_t mtime_sec = 0;
+    long mtime_nsec = 0;
+    uint64_t size = 0;
+    bool operator==(const FileIdentity& o) const {
+        return dev == o.dev && ino == o.ino && mtime_sec == o.mtime_sec && mtime_nsec == o.mtime_nsec &&
+               size == o.size;
+    }
+    bool operator!=(const FileIdentity& o) const { return !(*this == o); }
+};
+FileIdentity identity_of(const struct stat& st);
+
+struct ImageInfo {
+    ImageFormat format = ImageFormat::raw;  // qcow2 or raw once accepted
+    uint64_t virtual_size = 0;               // bytes the guest sees
+    uint64_t file_size = 0;                  // st_size
+    uint64_t allocated_size = 0;             // st_blocks * 512
+    FileIdentity identity;
+    std::string real_path;                   // where the checked fd points
+};
+
+struct CheckedImage {
+    UniqueFd fd;  // read-only, close-on-exec; the only handle to the image root may use
+    ImageInfo info;
+};
+
+// For a process that already runs as the user (the SPANK plugin at submit
+// time): checks the open fd; shown_path is used in messages only.
+ImageInfo check_image_fd(int fd, const std::string& shown_path, const ImagePolicy& policy);
+
+// For a process that already runs as the user: validates and opens the path
+// (never blocking on a FIFO), then check_image_fd.
+CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& policy);
+
+// For root (the prolog): a child dropped to `user` validates and opens the path
+// and passes the fd back; qemu-img also runs as `user`. Root never opens the path.
+CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy);
+
+// What qemu-img said about the image, format forced.
+struct QemuImgInfo {
+    std::string format;
+    uint64_t virtual_size = 0;
+    std::string backing_filename;       // "backing-filename"
+    std::string full_backing_filename;  // "full-backing-filename"
+    std::string data_file;              // "format-specific"."data"."data-file"
+    bool encrypted = false;
+    std::string json;                   // the raw output
+};
+// Runs `qemu-img info --output=json -f FORMAT /dev/fd/N` with the policy's
+// limits, as `as` when given; throws a one-sentence svm::Error naming
+// shown_path when qemu-img fails or times out.
+QemuImgInfo qemu_img_info(int fd, ImageFormat format, const std::string& shown_path, const ImagePolicy& policy,
+                          const std::optional<Credentials>& as = std::nullopt);
+
+// Absolute, no ".." component, no NUL; throws a one-sentence svm::Error.
+void check_image_path(const std::string& path);
+// True when real_path is one of dirs or lies below one of them.
+bool path_inside(const std::string& real_path, const std::vector<std::string>& dirs);
+
+// Sampled digest for accounting, "sampled-sha256:<hex>": SHA-256 over a
+// version tag, the file size (little-endian 64 bit) and the first and last MiB
+// (the whole file when it is at most 2 MiB). It identifies an image cheaply; it
+// is not an integrity check of the bytes in between.
+std::string image_digest(int fd);
+
+// "512 GiB", "2.5 TiB", "1000 B".
+std::string format_size(uint64_t bytes);
+
+}  // namespace svm
