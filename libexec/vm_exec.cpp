@@ -1,1 +1,210 @@
-int main() { return 0; }
+// slurm-vm-exec: what a task of a VM job runs instead of its command. The
+// SPANK plugin replaces the task's argv[0] with this program (Slurm 22.05 has
+// no spank_prepend_task_argv) and leaves the original in SLURM_VM_ARGV0. It
+// waits for the node's guest, then runs the command inside it over SSH as the
+// job's user, in the same directory, with the job's SLURM_* environment, and
+// exits with the command's status.
+//
+// `slurm-vm-exec --proxy SOCKET` is the SSH ProxyCommand: it relays stdin and
+// stdout to the job's Unix socket, which the keeper connects to the guest.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_exec.hpp"
+#include "job_plan.hpp"
+#include "proc.hpp"
+
+extern char** environ;
+
+namespace {
+
+int proxy(const char* path) {
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        std::fprintf(stderr, "slurm-vm: cannot reach the guest through %s: %s\n", path, std::strerror(errno));
+        return 255;
+    }
+    char buf[65536];
+    bool in_open = true, s_open = true;
+    while (s_open) {
+        struct pollfd p[2] = {{0, static_cast<short>(in_open ? POLLIN : 0), 0}, {s, POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return 255;
+        }
+        if (in_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t n = ::read(0, buf, sizeof buf);
+            if (n <= 0) {
+                in_open = false;
+                ::shutdown(s, SHUT_WR);
+            } else if (::write(s, buf, static_cast<size_t>(n)) != n) {
+                return 255;
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = ::read(s, buf, sizeof buf);
+            if (n <= 0) {
+                s_open = false;
+            } else {
+                for (ssize_t off = 0; off < n;) {
+                    ssize_t w = ::write(1, buf + off, static_cast<size_t>(n - off));
+                    if (w <= 0) return 255;
+                    off += w;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+long now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+pid_t g_child = 0;
+void forward(int sig) {
+    if (g_child > 0) ::kill(g_child, sig);
+}
+
+void keep_console(const svm::JobPlan& p) {
+    // Keep the guest's console for the user, in the job's working directory
+    // (we run as the user: this is the user's own write).
+    std::string text;
+    try {
+        if (!svm::read_file_if_exists(p.console_log(), text)) return;
+        std::string dst = "slurm-" + std::to_string(p.job_id) + "-" + p.node + ".console.log";
+        svm::write_file_atomic(dst, text, 0600);
+        std::fprintf(stderr, "slurm-vm: the guest's console log is in %s\n", dst.c_str());
+    } catch (const svm::Error&) {
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 3 && !std::strcmp(argv[1], "--proxy")) return proxy(argv[2]);
+    if (argc >= 2 && !std::strcmp(argv[1], "--help")) {
+        std::printf("usage: slurm-vm-exec --proxy SOCKET\n"
+                    "Otherwise run by the slurm-vm SPANK plugin in place of a task's command.\n");
+        return 0;
+    }
+    const char* plan_path = getenv("SLURM_VM_PLAN");
+    // Slurm 22.05: argv[0] was replaced, the original is in SLURM_VM_ARGV0;
+    // Slurm 23.11+: we were prepended, argv[1] is the original argv[0].
+    bool prepended = getenv("SLURM_VM_PREPENDED") != nullptr;
+    const char* argv0 = prepended ? (argc > 1 ? argv[1] : nullptr) : getenv("SLURM_VM_ARGV0");
+    int first_arg = prepended ? 2 : 1;
+    if (!plan_path || !argv0) {
+        std::fprintf(stderr, "slurm-vm-exec: not started by the slurm-vm plugin (SLURM_VM_PLAN unset)\n");
+        return 2;
+    }
+    bool batch = getenv("SLURM_VM_BATCH") != nullptr;
+    try {
+        svm::JobPlan p = svm::load_plan(plan_path);
+        // 1. Wait for the guest of this node.
+        long deadline = now_ms() + (p.boot_timeout_s + 60) * 1000L;
+        std::string state;
+        for (;;) {
+            state = svm::read_guest_state(p);
+            if (state == "ready") break;
+            if (state.rfind("failed:", 0) == 0 || state.rfind("stopped:", 0) == 0) {
+                std::fprintf(stderr, "slurm-vm: %s\n", svm::trim(state.substr(state.find(':') + 1)).c_str());
+                keep_console(p);
+                return 1;
+            }
+            if (now_ms() > deadline) {
+                std::fprintf(stderr, "slurm-vm: the guest on %s did not start (state: %s); is PrologFlags=Contain set?\n",
+                             p.node.c_str(), state.empty() ? "none" : state.c_str());
+                keep_console(p);
+                return 1;
+            }
+            ::usleep(100000);
+        }
+        // 2. The command, its environment and directory, for the guest.
+        svm::GuestCommand c;
+        c.argv.push_back(argv0);
+        for (int i = first_arg; i < argc; ++i) c.argv.push_back(argv[i]);
+        for (char** e = environ; *e; ++e) c.env.push_back(*e);
+        char cwd[4096];
+        if (::getcwd(cwd, sizeof cwd)) c.cwd = cwd;
+        std::string script;
+        if (batch) {
+            c.script_on_stdin = true;
+            script = svm::read_file(argv0);
+        }
+        char self[4096];
+        ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) SVM_THROW_ERRNO("readlink /proc/self/exe");
+        self[n] = 0;
+        std::vector<std::string> args = svm::ssh_argv(p, self, false);
+        args.push_back("--");
+        args.push_back(svm::remote_shell_command(c));
+
+        // 3. Run it; forward signals; report a lost guest.
+        int in_pipe[2] = {-1, -1};
+        if (batch && ::pipe(in_pipe) != 0) SVM_THROW_ERRNO("pipe");
+        g_child = ::fork();
+        if (g_child < 0) SVM_THROW_ERRNO("fork");
+        if (g_child == 0) {
+            if (batch) {
+                ::dup2(in_pipe[0], 0);
+                ::close(in_pipe[0]);
+                ::close(in_pipe[1]);
+            }
+            std::vector<char*> cargv;
+            for (auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
+            cargv.push_back(nullptr);
+            ::execvp("ssh", cargv.data());
+            std::fprintf(stderr, "slurm-vm: cannot run ssh: %s\n", std::strerror(errno));
+            _exit(255);
+        }
+        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT, SIGQUIT}) ::signal(sig, forward);
+        ::signal(SIGPIPE, SIG_IGN);
+        if (batch) {
+            ::close(in_pipe[0]);
+            size_t off = 0;
+            while (off < script.size()) {
+                ssize_t w = ::write(in_pipe[1], script.data() + off, script.size() - off);
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) break;
+                off += static_cast<size_t>(w);
+            }
+            ::close(in_pipe[1]);
+        }
+        int st = 0;
+        while (::waitpid(g_child, &st, 0) < 0 && errno == EINTR) {
+        }
+        int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (rc == 255) {
+            std::string now = svm::read_guest_state(p);
+            if (now != "ready") {
+                std::fprintf(stderr, "slurm-vm: %s\n", now.empty() ? "the guest is gone" : now.c_str());
+                keep_console(p);
+            } else {
+                std::fprintf(stderr, "slurm-vm: lost the SSH connection to the guest on %s\n", p.node.c_str());
+            }
+        }
+        return rc;
+    } catch (const svm::Error& e) {
+        std::fprintf(stderr, "slurm-vm: %s\n", e.chain().c_str());
+        return 1;
+    }
+}

@@ -1,0 +1,102 @@
+#include "config.hpp"
+
+#include <set>
+
+#include "error.hpp"
+#include "fs.hpp"
+
+namespace svm {
+
+std::string expand_node(const std::string& s, const std::string& node_name) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == 'n') {
+            out += node_name;
+            ++i;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+std::string NodeConfig::job_dir(uint32_t job_id) const {
+    return path_join(state_dir, "job_" + std::to_string(job_id));
+}
+std::string NodeConfig::ledger_dir() const { return path_join(state_dir, "ledger"); }
+std::string NodeConfig::ledger_path(uint32_t job_id) const {
+    return path_join(ledger_dir(), "job_" + std::to_string(job_id) + ".json");
+}
+std::string NodeConfig::lease_dir() const {
+    // Leases must be shared by every node that uses the same bridge; state_dir
+    // is per node, so they live beside it.
+    auto pos = state_dir.rfind('/');
+    std::string parent = (pos == std::string::npos || pos == 0) ? "/run" : state_dir.substr(0, pos);
+    if (network.netns.empty() && network.bridge.empty()) return path_join(state_dir, "leases");
+    return path_join(parent, "leases-" + (network.bridge.empty() ? std::string("none") : network.bridge));
+}
+
+static void reject_unknown(const json_t* obj, const std::set<std::string>& known, const std::string& where) {
+    const char* key;
+    json_t* v;
+    json_object_foreach(const_cast<json_t*>(obj), key, v) {
+        (void)v;
+        if (!known.count(key)) SVM_THROW(where + ": unknown key \"" + key + "\"");
+    }
+}
+
+NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown) {
+    Json root = json_parse(text, shown);
+    if (!json_is_object(root.get())) SVM_THROW(shown + ": the configuration must be a JSON object");
+    NodeConfig c;
+    c.path = shown;
+    c.node_name = node_name;
+    try {
+        reject_unknown(root.get(),
+                       {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
+                        "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
+                        "default_cmdline", "allowed_image_dirs", "max_image_virtual_size_gib", "network",
+                        "devices", "$schema", "comment"},
+                       "top level");
+        if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
+        if (auto v = json_get_string(root.get(), "libexec_dir")) c.libexec_dir = *v;
+        if (auto v = json_get_string(root.get(), "domain_type")) c.domain_type = *v;
+        if (c.domain_type != "kvm" && c.domain_type != "qemu")
+            SVM_THROW("\"domain_type\" must be \"kvm\" or \"qemu\", not \"" + c.domain_type + "\"");
+        if (auto v = json_get_string(root.get(), "emulator")) c.emulator = *v;
+        if (auto v = json_get_string(root.get(), "qemu_img")) c.qemu_img = *v;
+        if (auto v = json_get_int(root.get(), "boot_timeout_s")) c.boot_timeout_s = static_cast<int>(*v);
+        if (c.boot_timeout_s < 5) SVM_THROW("\"boot_timeout_s\" must be at least 5");
+        if (auto v = json_get_int(root.get(), "memory_overhead_mib")) c.memory_overhead_mib = *v;
+        if (auto v = json_get_int(root.get(), "min_guest_memory_mib")) c.min_guest_memory_mib = *v;
+        if (auto v = json_get_int(root.get(), "default_guest_memory_mib")) c.default_guest_memory_mib = *v;
+        if (auto v = json_get_string(root.get(), "default_cmdline")) c.default_cmdline = *v;
+        c.allowed_image_dirs = json_get_string_array(root.get(), "allowed_image_dirs");
+        for (auto& d : c.allowed_image_dirs)
+            if (d.empty() || d[0] != '/') SVM_THROW("\"allowed_image_dirs\" entries must be absolute paths");
+        if (auto v = json_get_int(root.get(), "max_image_virtual_size_gib"))
+            c.max_image_virtual_size = static_cast<uint64_t>(*v) << 30;
+        if (json_t* n = json_object_get(root.get(), "network")) {
+            if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
+            reject_unknown(n, {"bridge", "netns", "prefix", "gateway"}, "network");
+            c.network.bridge = json_get_string(n, "bridge").value_or("");
+            c.network.netns = json_get_string(n, "netns").value_or("");
+            c.network.prefix = json_get_string(n, "prefix").value_or("");
+            c.network.gateway = json_get_string(n, "gateway").value_or("");
+            if (!c.network.bridge.empty() && c.network.prefix.empty())
+                SVM_THROW("\"network.prefix\" is required when \"network.bridge\" is set");
+        }
+        if (json_t* d = json_object_get(root.get(), "devices")) c.devices = json_ref(d);
+    } catch (Error& e) {
+        SVM_CONTEXT(e, shown);
+        throw;
+    }
+    if (c.state_dir.empty() || c.state_dir[0] != '/') SVM_THROW(shown + ": \"state_dir\" must be an absolute path");
+    return c;
+}
+
+NodeConfig load_config(const std::string& path, const std::string& node_name) {
+    return parse_config(read_file(path), node_name, path);
+}
+
+}  // namespace svm

@@ -1,0 +1,50 @@
+// The node configuration (JSON, schema in etc/slurm-vm.schema.json): where state
+// lives, how guests are built and networked, site policy. One file per node
+// (or one shared by all nodes: "%n" in paths is replaced by the node name).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "json.hpp"
+
+namespace svm {
+
+struct NetworkConfig {
+    std::string bridge;    // host bridge the guests' NICs attach to; empty = no network
+    std::string netns;     // network namespace holding the bridge; empty = the host's
+    std::string prefix;    // IPv4 /16 the guests' addresses come from, e.g. "10.213.0.0/16"
+    std::string gateway;   // optional default route for guests
+};
+
+struct NodeConfig {
+    std::string path;              // file it was read from
+    std::string node_name;         // this node (for %n)
+    std::string state_dir = "/run/slurm-vm";
+    std::string libexec_dir = SVM_LIBEXECDIR;
+    std::string domain_type = "kvm";   // "kvm" in production, "qemu" (TCG) where KVM is absent
+    std::string emulator = "/usr/bin/qemu-system-x86_64";
+    std::string qemu_img = "/usr/bin/qemu-img";
+    int boot_timeout_s = 300;
+    int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
+    int64_t min_guest_memory_mib = 256;
+    int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
+    std::string default_cmdline = "root=/dev/vda1 rw console=ttyS0";
+    std::vector<std::string> allowed_image_dirs;  // empty: any directory
+    uint64_t max_image_virtual_size = 1ULL << 40;  // 1 TiB
+    NetworkConfig network;
+    Json devices;                  // the "devices" object (device layer), may be null
+
+    std::string job_dir(uint32_t job_id) const;
+    std::string ledger_dir() const;
+    std::string ledger_path(uint32_t job_id) const;
+    std::string lease_dir() const;   // IP leases, shared by all nodes of one host
+};
+
+NodeConfig load_config(const std::string& path, const std::string& node_name);
+// Parses configuration text (tests and `slurm-vm doctor`).
+NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown);
+
+std::string expand_node(const std::string& s, const std::string& node_name);
+
+}  // namespace svm

@@ -1,0 +1,33 @@
+// The libvirt domain XML of a job's guest, built from a plain description.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace svm {
+
+struct ShareSpec {
+    std::string source;  // host directory
+    std::string tag;     // mount tag seen by the guest
+};
+
+struct DomainSpec {
+    std::string name;
+    std::string type = "kvm";  // "kvm" or "qemu" (TCG)
+    std::string emulator = "/usr/bin/qemu-system-x86_64";
+    int64_t memory_mib = 1024;
+    std::vector<int> host_cpus;      // one vCPU per host CPU, pinned one-to-one
+    std::string overlay;             // per-job qcow2 overlay (vda)
+    std::string base;                // the user's image, read-only backing
+    std::string base_format;         // "qcow2" or "raw": pinned, never probed
+    std::string seed;                // NoCloud seed ISO (vdb, read-only)
+    std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
+    std::string bridge, mac;         // NIC on this bridge when set
+    std::string console_log;         // serial console written to this file
+    std::vector<ShareSpec> shares;   // 9p shares (passthrough, as QEMU's user)
+};
+
+std::string domain_xml(const DomainSpec& s);
+std::string xml_escape(const std::string& s);
+
+}  // namespace svm

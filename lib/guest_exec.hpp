@@ -1,0 +1,27 @@
+// Running a job's command inside its guest from the host: the SSH command
+// line (pinned keys, the job's Unix socket as transport) and the remote shell
+// command that recreates the task's environment and working directory.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "job_plan.hpp"
+
+namespace svm {
+
+struct GuestCommand {
+    std::vector<std::string> argv;      // the task's command
+    std::vector<std::string> env;       // "K=V" of the task (filtered: SLURM_* and a few more)
+    std::string cwd;
+    bool script_on_stdin = false;       // batch step: argv[0] is a host file sent on stdin
+};
+
+// The shell command the guest's login shell runs.
+std::string remote_shell_command(const GuestCommand& c);
+// Which variables of the task travel into the guest.
+bool forwarded_variable(const std::string& name);
+// ssh argv (without the remote command); `self` is the path of slurm-vm-exec
+// (used as ProxyCommand with --proxy SOCKET).
+std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, bool tty);
+
+}  // namespace svm

@@ -1,0 +1,114 @@
+#include "job_plan.hpp"
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "json.hpp"
+
+namespace svm {
+
+static void set_str(json_t* o, const char* k, const std::string& v) { json_object_set_new(o, k, json_string(v.c_str())); }
+static void set_int(json_t* o, const char* k, int64_t v) { json_object_set_new(o, k, json_integer(v)); }
+
+std::string JobPlan::to_json() const {
+    Json o(json_object());
+    json_t* j = o.get();
+    set_int(j, "job_id", job_id);
+    set_int(j, "uid", uid);
+    set_int(j, "gid", gid);
+    set_str(j, "user", user);
+    set_str(j, "group", group);
+    set_str(j, "home", home);
+    set_str(j, "workdir", workdir);
+    set_str(j, "node", node);
+    set_int(j, "node_index", node_index);
+    json_t* arr = json_array();
+    for (const auto& p : peers) {
+        json_t* e = json_object();
+        set_str(e, "node", p.node);
+        set_str(e, "hostname", p.hostname);
+        set_str(e, "ip", p.ip);
+        json_array_append_new(arr, e);
+    }
+    json_object_set_new(j, "peers", arr);
+    set_str(j, "image", image);
+    set_str(j, "image_format", image_format);
+    set_int(j, "image_virtual_size", static_cast<int64_t>(image_virtual_size));
+    set_str(j, "kernel", kernel);
+    set_str(j, "initrd", initrd);
+    set_str(j, "cmdline", cmdline);
+    set_str(j, "hostname", hostname);
+    set_str(j, "domain_name", domain_name);
+    set_str(j, "ip", ip);
+    set_str(j, "mac", mac);
+    set_str(j, "gateway", gateway);
+    set_int(j, "prefix_len", prefix_len);
+    set_str(j, "bridge", bridge);
+    set_str(j, "netns", netns);
+    set_str(j, "domain_type", domain_type);
+    set_str(j, "emulator", emulator);
+    set_int(j, "boot_timeout_s", boot_timeout_s);
+    set_int(j, "memory_overhead_mib", memory_overhead_mib);
+    set_int(j, "min_guest_memory_mib", min_guest_memory_mib);
+    set_int(j, "default_guest_memory_mib", default_guest_memory_mib);
+    set_str(j, "dir", dir);
+    return json_dump(j, true) + "\n";
+}
+
+JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
+    Json o = json_parse(text, shown);
+    const json_t* j = o.get();
+    JobPlan p;
+    auto s = [&](const char* k) { return json_get_string(j, k).value_or(""); };
+    auto i = [&](const char* k) { return json_get_int(j, k).value_or(0); };
+    p.job_id = static_cast<uint32_t>(i("job_id"));
+    p.uid = static_cast<uid_t>(i("uid"));
+    p.gid = static_cast<gid_t>(i("gid"));
+    p.user = s("user");
+    p.group = s("group");
+    p.home = s("home");
+    p.workdir = s("workdir");
+    p.node = s("node");
+    p.node_index = static_cast<int>(i("node_index"));
+    size_t idx;
+    json_t* e;
+    json_array_foreach(json_object_get(j, "peers"), idx, e) {
+        p.peers.push_back({json_get_string(e, "node").value_or(""), json_get_string(e, "hostname").value_or(""),
+                           json_get_string(e, "ip").value_or("")});
+    }
+    p.image = s("image");
+    p.image_format = s("image_format");
+    p.image_virtual_size = static_cast<uint64_t>(i("image_virtual_size"));
+    p.kernel = s("kernel");
+    p.initrd = s("initrd");
+    p.cmdline = s("cmdline");
+    p.hostname = s("hostname");
+    p.domain_name = s("domain_name");
+    p.ip = s("ip");
+    p.mac = s("mac");
+    p.gateway = s("gateway");
+    p.prefix_len = static_cast<int>(i("prefix_len"));
+    p.bridge = s("bridge");
+    p.netns = s("netns");
+    p.domain_type = s("domain_type");
+    p.emulator = s("emulator");
+    p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
+    p.memory_overhead_mib = i("memory_overhead_mib");
+    p.min_guest_memory_mib = i("min_guest_memory_mib");
+    p.default_guest_memory_mib = i("default_guest_memory_mib");
+    p.dir = s("dir");
+    return p;
+}
+
+JobPlan load_plan(const std::string& path) { return JobPlan::from_json(read_file(path), path); }
+
+std::string read_guest_state(const JobPlan& p) {
+    std::string s;
+    if (!read_file_if_exists(p.state_file(), s)) return "";
+    return trim(s);
+}
+
+void write_guest_state(const JobPlan& p, const std::string& state) {
+    write_file_atomic(p.state_file(), state + "\n", 0644);
+}
+
+}  // namespace svm

@@ -1,0 +1,64 @@
+// What the prolog decided for one job on one node, written to the job's
+// directory for the keeper (which starts the guest) and the task wrapper
+// (which runs the user's commands in it). Readable by the job's user.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+
+namespace svm {
+
+struct GuestPeer {
+    std::string node;      // Slurm node name
+    std::string hostname;  // guest hostname
+    std::string ip;
+};
+
+struct JobPlan {
+    uint32_t job_id = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string user, group, home, workdir;
+    std::string node;        // this node
+    int node_index = 0;      // position in the job's node list
+    std::vector<GuestPeer> peers;  // every guest of the job, in node order
+    std::string image, image_format;
+    uint64_t image_virtual_size = 0;
+    std::string kernel, initrd, cmdline;
+    std::string hostname, domain_name;
+    std::string ip, mac, gateway;
+    int prefix_len = 16;
+    std::string bridge, netns;
+    std::string domain_type, emulator;
+    int boot_timeout_s = 300;
+    int64_t memory_overhead_mib = 256, min_guest_memory_mib = 256, default_guest_memory_mib = 1024;
+
+    // Files in the job directory.
+    std::string dir;
+    std::string overlay() const { return dir + "/overlay.qcow2"; }
+    std::string seed() const { return dir + "/seed.iso"; }
+    std::string console_log() const { return dir + "/console.log"; }
+    std::string user_key() const { return dir + "/id_ed25519"; }
+    std::string known_hosts() const { return dir + "/known_hosts"; }
+    std::string ssh_socket() const { return dir + "/ssh.sock"; }
+    std::string state_file() const { return dir + "/state"; }
+    std::string embed_root() const { return dir + "/libvirt"; }
+    std::string keeper_pid_file() const { return dir + "/keeper.pid"; }
+    std::string plan_file() const { return dir + "/plan.json"; }
+
+    std::string to_json() const;
+    static JobPlan from_json(const std::string& text, const std::string& shown);
+};
+
+JobPlan load_plan(const std::string& path);
+
+// The guest's state as the keeper reports it to the task wrapper:
+// "booting", "ready", "failed: <reason>", "stopped: <reason>".
+std::string read_guest_state(const JobPlan& p);
+void write_guest_state(const JobPlan& p, const std::string& state);
+
+}  // namespace svm

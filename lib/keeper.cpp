@@ -1,0 +1,305 @@
+#include "keeper.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "cgroup.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_net.hpp"
+#include "libvirt_session.hpp"
+#include "seed.hpp"
+
+namespace svm {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_term(int) { g_stop = true; }
+
+long now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+void relay(int a, int b) {
+    char buf[65536];
+    bool a_open = true, b_open = true;
+    while (a_open || b_open) {
+        struct pollfd p[2] = {{a, static_cast<short>(a_open ? POLLIN : 0), 0},
+                              {b, static_cast<short>(b_open ? POLLIN : 0), 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (int i = 0; i < 2; ++i) {
+            int from = i == 0 ? a : b, to = i == 0 ? b : a;
+            bool& open = i == 0 ? a_open : b_open;
+            if (!open || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t n = ::read(from, buf, sizeof buf);
+            if (n <= 0) {
+                open = false;
+                ::shutdown(to, SHUT_WR);
+                continue;
+            }
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = ::write(to, buf + off, static_cast<size_t>(n - off));
+                if (w <= 0) {
+                    a_open = b_open = false;
+                    break;
+                }
+                off += w;
+            }
+        }
+    }
+    ::close(a);
+    ::close(b);
+}
+
+// Accepts on the job's Unix socket and connects each client to the guest's sshd.
+void ssh_proxy(int listen_fd, std::string ip) {
+    for (;;) {
+        int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa {};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(22);
+        ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+        if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+            if (s >= 0) ::close(s);
+            ::close(c);
+            continue;
+        }
+        std::thread(relay, c, s).detach();
+    }
+}
+
+int listen_unix(const std::string& path, uid_t uid, gid_t gid) {
+    ::unlink(path.c_str());
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) SVM_THROW_ERRNO("socket");
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) SVM_THROW("socket path too long: " + path);
+    std::strcpy(sa.sun_path, path.c_str());
+    mode_t old = ::umask(0177);
+    int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    ::umask(old);
+    if (rc != 0) SVM_THROW_ERRNO("bind " + path);
+    if (::chown(path.c_str(), uid, gid) != 0) SVM_THROW_ERRNO("chown " + path);
+    if (::listen(fd, 64) != 0) SVM_THROW_ERRNO("listen " + path);
+    return fd;
+}
+
+// Finds the extern step's task: the `sleep` child of the step daemon.
+pid_t find_child(pid_t parent) {
+    for (const auto& name : list_dir("/proc")) {
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::string stat;
+        try {
+            if (!read_file_if_exists("/proc/" + name + "/stat", stat)) continue;
+        } catch (const Error&) {
+            continue;
+        }
+        auto rp = stat.rfind(')');
+        if (rp == std::string::npos) continue;
+        int ppid = 0;
+        char st;
+        if (std::sscanf(stat.c_str() + rp + 2, "%c %d", &st, &ppid) != 2) continue;
+        auto lp = stat.find('(');
+        std::string comm = lp == std::string::npos ? "" : stat.substr(lp + 1, rp - lp - 1);
+        if (ppid == parent && comm == "sleep") return static_cast<pid_t>(std::stol(name));
+    }
+    return 0;
+}
+
+}  // namespace
+
+DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes) {
+    DomainSpec d;
+    d.name = p.domain_name;
+    d.type = p.domain_type;
+    d.emulator = p.emulator;
+    d.host_cpus = cpus;
+    if (cpus.empty()) SVM_THROW("the job has no CPUs on " + p.node);
+    if (mem_limit_bytes) {
+        int64_t job_mib = *mem_limit_bytes >> 20;
+        d.memory_mib = job_mib - p.memory_overhead_mib;
+        if (d.memory_mib < p.min_guest_memory_mib)
+            SVM_THROW("the job's memory on " + p.node + " (" + std::to_string(job_mib) + " MiB) leaves " +
+                      std::to_string(d.memory_mib) + " MiB for the guest after " +
+                      std::to_string(p.memory_overhead_mib) + " MiB for QEMU; request at least " +
+                      std::to_string(p.min_guest_memory_mib + p.memory_overhead_mib) + " MiB with --mem");
+    } else {
+        d.memory_mib = p.default_guest_memory_mib;
+    }
+    d.overlay = p.overlay();
+    d.base = p.image;
+    d.base_format = p.image_format;
+    d.seed = p.seed();
+    d.kernel = p.kernel;
+    d.initrd = p.initrd;
+    d.cmdline = p.cmdline;
+    d.bridge = p.bridge;
+    d.mac = p.mac;
+    d.console_log = p.console_log();
+    return d;
+}
+
+int run_keeper(const KeeperOptions& o) {
+    NodeConfig cfg = load_config(o.config_path, o.node);
+    JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
+    write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
+
+    struct sigaction sa {};
+    sa.sa_handler = on_term;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    auto fail = [&](const std::string& why) {
+        write_guest_state(p, "failed: " + why);
+        return 1;
+    };
+
+    // 1. Into the job's cgroups: QEMU, started below, inherits them.
+    if (o.join_cgroup_of > 0) {
+        pid_t task = find_child(o.join_cgroup_of);
+        try {
+            join_cgroups_of(task > 0 ? task : o.join_cgroup_of, ::getpid());
+        } catch (const Error& e) {
+            return fail("the guest could not be placed in the job's cgroup on " + p.node + ": " + e.chain());
+        }
+    }
+    std::vector<int> cpus;
+    std::optional<int64_t> mem;
+    try {
+        cpus = cgroup_cpus(::getpid());
+        mem = cgroup_memory_limit(::getpid());
+    } catch (const Error& e) {
+        return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
+    }
+    DomainSpec spec;
+    try {
+        spec = guest_domain(p, cpus, mem);
+    } catch (const Error& e) {
+        return fail(e.reason());
+    }
+    std::string xml = domain_xml(spec);
+    write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
+
+    // 2. Network namespace of the guests' bridge (for the tap and the proxy).
+    if (!p.netns.empty()) {
+        try {
+            enter_netns(p.netns);
+        } catch (const Error& e) {
+            return fail("node " + p.node + " is misconfigured: " + e.chain());
+        }
+    }
+
+    // 3. Start the guest.
+    write_guest_state(p, "booting");
+    long t0 = now_ms();
+    ConnectPtr conn;
+    DomainPtr dom;
+    try {
+        conn = open_embed(p.embed_root());
+        dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        if (!dom) SVM_THROW(libvirt_last_error());
+    } catch (const Error& e) {
+        return fail("the guest on " + p.node + " could not be started: " + e.chain());
+    }
+    long t_created = now_ms();
+
+    int lfd = -1;
+    if (!p.ip.empty()) {
+        try {
+            lfd = listen_unix(p.ssh_socket(), p.uid, p.gid);
+        } catch (const Error& e) {
+            virDomainDestroy(dom.get());
+            return fail("cannot create the SSH socket on " + p.node + ": " + e.chain());
+        }
+        std::thread(ssh_proxy, lfd, p.ip).detach();
+    }
+
+    // 4. Wait for the guest to say it accepts logins (its serial console).
+    std::string marker = ready_marker(p);
+    long deadline = t0 + static_cast<long>(p.boot_timeout_s) * 1000;
+    size_t seen = 0;
+    std::string tail;
+    bool ready = false;
+    while (!g_stop) {
+        std::string text;
+        try {
+            read_file_if_exists(p.console_log(), text);
+        } catch (const Error&) {
+        }
+        if (text.size() > seen) {
+            tail += text.substr(seen);
+            seen = text.size();
+            if (tail.find(marker) != std::string::npos) {
+                ready = true;
+                break;
+            }
+            auto f = tail.find("SLURM_VM_FAILED");
+            if (f != std::string::npos) {
+                std::string why = tail.substr(f + 16, tail.find('\n', f) - f - 16);
+                virDomainDestroy(dom.get());
+                return fail("the guest on " + p.node + " failed to configure itself: " + trim(why) +
+                            " (console log kept in " + p.console_log() + ")");
+            }
+            if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
+        }
+        if (virDomainIsActive(dom.get()) != 1)
+            return fail("the guest on " + p.node + " stopped while booting (see its console log " +
+                        p.console_log() + ")");
+        if (now_ms() > deadline) {
+            virDomainDestroy(dom.get());
+            return fail("the guest on " + p.node + " did not become ready within " +
+                        std::to_string(p.boot_timeout_s) + " s (see its console log " + p.console_log() + ")");
+        }
+        ::usleep(100000);
+    }
+    if (ready) {
+        long t_ready = now_ms();
+        Json timing(json_object());
+        json_object_set_new(timing.get(), "create_ms", json_integer(t_created - t0));
+        json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0));
+        json_object_set_new(timing.get(), "memory_mib", json_integer(spec.memory_mib));
+        json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
+        write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
+        write_guest_state(p, "ready");
+    }
+
+    // 5. Live as long as the guest (and the job: Slurm kills us with it).
+    while (!g_stop) {
+        if (virDomainIsActive(dom.get()) != 1) {
+            write_guest_state(p, "stopped: the guest on " + p.node + " shut down or crashed");
+            return 0;
+        }
+        ::usleep(250000);
+    }
+    virDomainDestroy(dom.get());
+    write_guest_state(p, "stopped: the job ended");
+    return 0;
+}
+
+}  // namespace svm

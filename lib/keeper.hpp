@@ -1,0 +1,31 @@
+// The keeper: one root process per VM job and node, living inside the job's
+// cgroups (it joins the extern step's), that starts the guest through
+// libvirt's embedded driver, relays SSH connections from the job's Unix
+// socket to the guest, reports the guest's state, and dies with the job.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+
+#include "config.hpp"
+#include "domain_xml.hpp"
+#include "job_plan.hpp"
+
+namespace svm {
+
+struct KeeperOptions {
+    std::string config_path;
+    std::string node;
+    uint32_t job_id = 0;
+    pid_t join_cgroup_of = 0;   // a process of the job's extern step
+};
+
+// Sizes the guest from the job's cgroups (CPUs one-to-one, memory minus the
+// overhead) and builds its domain description. Throws a one-sentence error
+// when the job's memory is too small.
+DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes);
+
+// Runs the keeper until the guest stops or SIGTERM; returns the exit status.
+int run_keeper(const KeeperOptions& o);
+
+}  // namespace svm

@@ -1,0 +1,79 @@
+#include "libvirt_session.hpp"
+
+#include <libvirt/virterror.h>
+
+#include <mutex>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
+
+namespace svm {
+
+static void ignore_error(void*, virErrorPtr) {}
+
+void libvirt_quiet() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        virInitialize();
+        virSetErrorFunc(nullptr, ignore_error);
+    });
+}
+
+std::string libvirt_last_error() {
+    virErrorPtr e = virGetLastError();
+    if (!e || !e->message) return "unknown libvirt error";
+    return e->message;
+}
+
+void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
+    mkdir_p(path_join(root, "etc"), 0755);
+    std::string conf;
+    conf += "# Written by slurm-vm for one job; see README (Security).\n";
+    conf += "user = \"+" + std::to_string(s.qemu_uid) + "\"\n";
+    conf += "group = \"+" + std::to_string(s.qemu_gid) + "\"\n";
+    conf += "dynamic_ownership = 0\n";
+    conf += "remember_owner = 0\n";
+    conf += "security_driver = \"none\"\n";
+    conf += "cgroup_controllers = [ ]\n";
+    conf += "namespaces = [ ]\n";
+    conf += "stdio_handler = \"file\"\n";
+    conf += "clear_emulator_capabilities = 1\n";
+    write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
+}
+
+void seed_capabilities_cache(const std::string& root, const std::string& cache_root) {
+    std::string src = path_join(cache_root, "cache/qemu/capabilities");
+    if (list_dir(src).empty()) {
+        // Warm it once: opening a connection probes QEMU and fills the cache.
+        mkdir_p(cache_root, 0700);
+        FileLock lock(path_join(cache_root, ".lock"));
+        if (list_dir(src).empty()) {
+            libvirt_quiet();
+            ConnectPtr c(virConnectOpen(("qemu:///embed?root=" + cache_root).c_str()));
+            if (!c) SVM_THROW("probe QEMU capabilities in " + cache_root + ": " + libvirt_last_error());
+        }
+    }
+    std::string dst = path_join(root, "cache/qemu/capabilities");
+    mkdir_p(dst, 0755);
+    for (const auto& f : list_dir(src)) {
+        if (f.size() < 4 || f.substr(f.size() - 4) != ".xml") continue;
+        write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+    }
+}
+
+ConnectPtr open_embed(const std::string& root) {
+    libvirt_quiet();
+    std::string uri = "qemu:///embed?root=" + root;
+    ConnectPtr c(virConnectOpen(uri.c_str()));
+    if (!c) SVM_THROW("connect to " + uri + ": " + libvirt_last_error());
+    return c;
+}
+
+DomainPtr lookup_domain(virConnectPtr c, const std::string& name) {
+    virDomainPtr d = virDomainLookupByName(c, name.c_str());
+    if (!d) virResetLastError();
+    return DomainPtr(d);
+}
+
+}  // namespace svm

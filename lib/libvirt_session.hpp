@@ -1,0 +1,44 @@
+// RAII around libvirt handles and the embedded QEMU driver
+// (qemu:///embed?root=DIR): the process holding the connection owns the guest.
+#pragma once
+#include <libvirt/libvirt.h>
+
+#include <memory>
+#include <string>
+
+namespace svm {
+
+struct ConnectDeleter {
+    void operator()(virConnectPtr c) const { virConnectClose(c); }
+};
+struct DomainDeleter {
+    void operator()(virDomainPtr d) const { virDomainFree(d); }
+};
+using ConnectPtr = std::unique_ptr<virConnect, ConnectDeleter>;
+using DomainPtr = std::unique_ptr<virDomain, DomainDeleter>;
+
+// Silences libvirt's default printing of errors to stderr (we convert them
+// where the call is made). Idempotent.
+void libvirt_quiet();
+// The last libvirt error as text ("unknown error" when none).
+std::string libvirt_last_error();
+
+struct EmbedSettings {
+    uid_t qemu_uid = 0;     // QEMU runs as this user (the job's user)
+    gid_t qemu_gid = 0;
+};
+
+// Writes ROOT/etc/qemu.conf for a guest run by the job's user without
+// relabelling or chowning anything, without libvirt managing cgroups (QEMU
+// stays in the cgroup of the process that starts it: the job's), and with
+// chardev output written by QEMU itself.
+void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s);
+
+// Copies a warm QEMU capabilities cache into ROOT (libvirt probes QEMU for
+// several seconds otherwise). `cache_root` is an embed root used only for this.
+void seed_capabilities_cache(const std::string& root, const std::string& cache_root);
+
+ConnectPtr open_embed(const std::string& root);
+DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
+
+}  // namespace svm

@@ -1,0 +1,114 @@
+#include "seed.hpp"
+
+#include <stdlib.h>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
+
+namespace svm {
+
+std::string ready_marker(const JobPlan& p) {
+    return "SLURM_VM_READY job=" + std::to_string(p.job_id) + " node=" + p.node;
+}
+
+std::string seed_meta_data(const JobPlan& p) {
+    return "instance-id: slurm-vm-" + std::to_string(p.job_id) + "-" + p.node + "\n" +
+           "local-hostname: " + p.hostname + "\n";
+}
+
+std::string seed_network_config(const JobPlan& p) {
+    if (p.ip.empty()) return "version: 2\nethernets: {}\n";
+    std::string s = "version: 2\nethernets:\n  job0:\n    match:\n      macaddress: \"" + p.mac + "\"\n";
+    s += "    addresses: [\"" + p.ip + "/" + std::to_string(p.prefix_len) + "\"]\n";
+    if (!p.gateway.empty()) s += "    gateway4: \"" + p.gateway + "\"\n";
+    return s;
+}
+
+std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
+    auto q = shell_quote;
+    std::string s;
+    s += "#!/bin/sh\n";
+    s += "# slurm-vm: per-boot settings of the guest of job " + std::to_string(p.job_id) + " on " + p.node + ".\n";
+    s += "# Generated on the host; runs once as root (cloud-init user-data script).\n";
+    s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
+    s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
+    s += "fail() { log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
+    s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
+    s += "sed -i '/# slurm-vm$/d' /etc/hosts\n";
+    for (const auto& peer : p.peers)
+        s += "echo " + q(peer.ip + " " + peer.hostname + " # slurm-vm") + " >>/etc/hosts\n";
+    // The job's user and group, same ids as on the host.
+    s += "getent group " + std::to_string(p.gid) + " >/dev/null || groupadd -g " + std::to_string(p.gid) + " " +
+         q(p.group) + " || fail groupadd\n";
+    s += "getent passwd " + q(p.user) + " >/dev/null || useradd -M -d " + q(p.home) + " -u " + std::to_string(p.uid) +
+         " -g " + std::to_string(p.gid) + " -s /bin/bash " + q(p.user) + " || fail useradd\n";
+    // Keys live outside the user's home (which may be the user's real home, shared).
+    s += "install -d -m 0755 /etc/ssh/slurm-vm /etc/ssh/sshd_config.d /etc/ssh/ssh_config.d\n";
+    s += "umask 077\n";
+    s += "cat >/etc/ssh/slurm-vm/ssh_host_ed25519_key <<'SVM_EOF'\n" + k.host_private + "SVM_EOF\n";
+    s += "umask 022\n";
+    s += "echo " + q(trim(k.host_public)) + " >/etc/ssh/slurm-vm/ssh_host_ed25519_key.pub\n";
+    s += "echo " + q(trim(k.user_public)) + " >/etc/ssh/slurm-vm/authorized_keys\n";
+    s += "echo " + q("* " + trim(k.host_public)) + " >/etc/ssh/ssh_known_hosts\n";
+    s += "umask 077\n";
+    s += "cat >/etc/ssh/slurm-vm/id_ed25519 <<'SVM_EOF'\n" + k.user_private + "SVM_EOF\n";
+    s += "umask 022\n";
+    s += "chown " + std::to_string(p.uid) + ":" + std::to_string(p.gid) + " /etc/ssh/slurm-vm/id_ed25519\n";
+    s += "cat >/etc/ssh/sshd_config.d/slurm-vm.conf <<'SVM_EOF'\n"
+         "HostKey /etc/ssh/slurm-vm/ssh_host_ed25519_key\n"
+         "AuthorizedKeysFile /etc/ssh/slurm-vm/authorized_keys\n"
+         "PasswordAuthentication no\n"
+         "KbdInteractiveAuthentication no\n"
+         "PermitRootLogin no\n"
+         "UseDNS no\n"
+         "SVM_EOF\n";
+    s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
+         "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
+    s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"
+         "Host *\n"
+         "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
+         "  StrictHostKeyChecking yes\n"
+         "  GlobalKnownHostsFile /etc/ssh/ssh_known_hosts\n"
+         "  UserKnownHostsFile /dev/null\n"
+         "  LogLevel ERROR\n"
+         "SVM_EOF\n";
+    // Network: the NIC is found by its MAC, whatever the image names it.
+    if (!p.ip.empty()) {
+        s += "nic=\"\"\n";
+        s += "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n";
+        s += "  for d in /sys/class/net/*; do [ \"$(cat $d/address 2>/dev/null)\" = " + q(p.mac) +
+             " ] && nic=${d##*/}; done\n";
+        s += "  [ -n \"$nic\" ] && break; sleep 0.5\n";
+        s += "done\n";
+        s += "[ -n \"$nic\" ] || fail \"no network interface with MAC " + p.mac + "\"\n";
+        s += "ip link set \"$nic\" up\n";
+        s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
+        if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
+    }
+    s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
+         std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
+    s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
+    s += "if pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd) ; else /usr/sbin/sshd || fail sshd; fi\n";
+    s += "log " + q(ready_marker(p)) + "\n";
+    return s;
+}
+
+void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out) {
+    char tmpl[] = "/tmp/slurm-vm-seed-XXXXXX";
+    if (!::mkdtemp(tmpl)) SVM_THROW_ERRNO("mkdtemp");
+    std::string dir = tmpl;
+    try {
+        write_file_atomic(path_join(dir, "meta-data"), seed_meta_data(p), 0600);
+        write_file_atomic(path_join(dir, "network-config"), seed_network_config(p), 0600);
+        write_file_atomic(path_join(dir, "user-data"), seed_user_data(p, k), 0600);
+        run_checked({"genisoimage", "-quiet", "-output", out, "-volid", "cidata", "-joliet", "-rock",
+                     path_join(dir, "user-data"), path_join(dir, "meta-data"), path_join(dir, "network-config")});
+    } catch (...) {
+        remove_tree(dir);
+        throw;
+    }
+    remove_tree(dir);
+}
+
+}  // namespace svm

@@ -1,0 +1,28 @@
+// The guest's per-boot settings as a standard cloud-init NoCloud seed: an ISO
+// 9660 volume labelled "cidata" holding meta-data, network-config and a
+// user-data script (run once as root by cloud-init, or by any NoCloud runner).
+#pragma once
+#include <string>
+
+#include "job_plan.hpp"
+
+namespace svm {
+
+struct SeedKeys {
+    std::string user_public;   // authorized for the job's user in every guest
+    std::string user_private;  // lets the guests log into each other (mpirun)
+    std::string host_private;  // the guests' host key
+    std::string host_public;
+};
+
+std::string seed_meta_data(const JobPlan& p);
+std::string seed_network_config(const JobPlan& p);
+std::string seed_user_data(const JobPlan& p, const SeedKeys& k);
+// Writes the three files into a temporary directory and builds the ISO at
+// `out` with genisoimage.
+void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);
+
+// The line the guest prints on its serial console when it accepts logins.
+std::string ready_marker(const JobPlan& p);
+
+}  // namespace svm

@@ -1,0 +1,371 @@
+#include "vm_job.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_net.hpp"
+#include "hostlist.hpp"
+#include "image_check.hpp"
+#include "ledger.hpp"
+#include "libvirt_session.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+#include "ssh_keys.hpp"
+
+namespace svm {
+
+namespace {
+
+std::string env_get(char** envp, const char* name) {
+    size_t n = std::strlen(name);
+    for (char** e = envp; e && *e; ++e)
+        if (!std::strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+    return "";
+}
+
+uint32_t parse_u32(const std::string& s, const char* what) {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10)
+        SVM_THROW(std::string(what) + " is missing or not a number (\"" + s + "\")");
+    unsigned long v = std::stoul(s);
+    if (v > 0xffffffffUL) SVM_THROW(std::string(what) + " is out of range");
+    return static_cast<uint32_t>(v);
+}
+
+gid_t qemu_group_gid(gid_t fallback) {
+    // QEMU runs as the job's user with the kvm group: it can use /dev/kvm and
+    // read the root-owned overlay and seed, while the user outside QEMU cannot
+    // (and cannot ptrace it, its gid differs).
+    struct group* g = ::getgrnam("kvm");
+    return g ? g->gr_gid : fallback;
+}
+
+void chown_mode(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
+    if (::chown(path.c_str(), uid, gid) != 0) SVM_THROW_ERRNO("chown " + path);
+    if (::chmod(path.c_str(), mode) != 0) SVM_THROW_ERRNO("chmod " + path);
+}
+
+ImagePolicy policy_of(const NodeConfig& cfg) {
+    ImagePolicy p;
+    p.max_virtual_size = cfg.max_image_virtual_size;
+    p.allowed_dirs = cfg.allowed_image_dirs;
+    p.qemu_img = cfg.qemu_img;
+    return p;
+}
+
+// Kernel and initrd follow the image's rules for path and readability; they
+// are raw blobs, so only "a regular file the user can read" applies.
+void check_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
+    check_image_path(path);
+    RunResult r = run_function_as(who, [&](int) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) SVM_THROW(path + " (" + what + ") is not readable by user " + who.user + " (" + std::strerror(errno) + ")");
+        struct stat st;
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) SVM_THROW(path + " (" + what + ") is not a regular file");
+        if (st.st_size == 0) SVM_THROW(path + " (" + what + ") is empty");
+        ::close(fd);
+        return 0;
+    });
+    if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
+}
+
+std::map<std::string, UndoFn> undo_actions(const NodeConfig&) {
+    std::map<std::string, UndoFn> m;
+    m["job_dir"] = [](const json_t* d) {
+        auto path = json_get_string(d, "path").value_or("");
+        if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
+        stop_recorded_process(path_join(path, "keeper.pid"), "slurm-vm-keeper", 5000);
+        remove_tree(path);
+    };
+    m["ip_lease"] = [](const json_t* d) {
+        release_lease(json_get_string(d, "file").value_or(""), json_get_string(d, "owner").value_or(""));
+    };
+    m["domain"] = [](const json_t* d) {
+        std::string root = json_get_string(d, "embed_root").value_or("");
+        std::string name = json_get_string(d, "name").value_or("");
+        std::string keeper_pid = json_get_string(d, "keeper_pid_file").value_or("");
+        // The keeper holds the embedded driver; it must be gone before we open it.
+        if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, "slurm-vm-keeper", 8000);
+        std::string qemu_pid = path_join(root, "run/qemu/" + name + ".pid");
+        if (path_exists(path_join(root, "etc/qemu.conf")) && path_exists(qemu_pid)) {
+            try {
+                ConnectPtr c = open_embed(root);
+                if (DomainPtr dom = lookup_domain(c.get(), name)) {
+                    if (virDomainIsActive(dom.get()) == 1 && virDomainDestroy(dom.get()) != 0)
+                        SVM_THROW("destroy guest " + name + ": " + libvirt_last_error());
+                }
+            } catch (const Error&) {
+                // Fall through to the pid file: the guest must die either way.
+            }
+        }
+        stop_recorded_process(qemu_pid, "guest=" + name, 3000);
+    };
+    return m;
+}
+
+}  // namespace
+
+JobRequest job_request_from_env(char** envp) {
+    JobRequest r;
+    r.job_id = parse_u32(env_get(envp, "SLURM_JOB_ID"), "SLURM_JOB_ID");
+    r.uid = parse_u32(env_get(envp, "SLURM_JOB_UID"), "SLURM_JOB_UID");
+    std::string gid = env_get(envp, "SLURM_JOB_GID");
+    r.gid = gid.empty() ? static_cast<gid_t>(-1) : parse_u32(gid, "SLURM_JOB_GID");
+    r.user = env_get(envp, "SLURM_JOB_USER");
+    r.workdir = env_get(envp, "SLURM_JOB_WORK_DIR");
+    r.node = env_get(envp, "SLURMD_NODENAME");
+    r.nodelist = env_get(envp, "SLURM_NODELIST");
+    if (r.nodelist.empty()) r.nodelist = env_get(envp, "SLURM_JOB_NODELIST");
+    r.image = env_get(envp, "SPANK_SLURM_VM_IMAGE");
+    r.kernel = env_get(envp, "SPANK_SLURM_VM_KERNEL");
+    r.initrd = env_get(envp, "SPANK_SLURM_VM_INITRD");
+    r.cmdline = env_get(envp, "SPANK_SLURM_VM_CMDLINE");
+    return r;
+}
+
+void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
+    std::string text;
+    if (!read_file_if_exists(pid_file, text)) return;
+    text = trim(text);
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return;
+    pid_t pid = static_cast<pid_t>(std::stol(text));
+    if (pid <= 1) return;
+    auto still_ours = [&]() {
+        std::string cmd;
+        try {
+            if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
+        } catch (const Error&) {
+            return false;
+        }
+        for (auto& c : cmd)
+            if (c == '\0') c = ' ';
+        if (cmd.find(expect) == std::string::npos) return false;
+        std::string stat;
+        if (read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) {
+            auto rp = stat.rfind(')');
+            if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z') return false;
+        }
+        return true;
+    };
+    if (!still_ours()) return;
+    ::kill(pid, SIGTERM);
+    for (int waited = 0; waited < grace_ms; waited += 50) {
+        if (!still_ours()) return;
+        ::usleep(50000);
+    }
+    ::kill(pid, SIGKILL);
+    for (int waited = 0; waited < 5000; waited += 50) {
+        if (!still_ours()) return;
+        ::usleep(50000);
+    }
+    SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
+}
+
+PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
+    PrologResult result;
+    if (req.image.empty()) return result;  // a plain job: nothing to do
+
+    mkdir_p(cfg.state_dir, 0755);
+    mkdir_p(cfg.ledger_dir(), 0700);
+    Ledger ledger = Ledger::load(cfg.ledger_path(req.job_id), req.job_id);
+    if (!ledger.entries().empty()) {
+        // A previous prolog of this job id left state (requeue, crash): clean first.
+        auto failures = teardown_job(cfg, req.job_id);
+        if (!failures.empty()) SVM_THROW("leftovers of an earlier run of job " + std::to_string(req.job_id) +
+                                         " could not be removed: " + failures.front());
+        ledger = Ledger::load(cfg.ledger_path(req.job_id), req.job_id);
+    }
+
+    JobPlan p;
+    p.job_id = req.job_id;
+    p.node = req.node;
+    p.dir = cfg.job_dir(req.job_id);
+    auto refuse = [&](const std::string& why) {
+        result.status = PrologStatus::refused;
+        result.reason = why;
+        // Leave the reason where the task wrapper finds it; the job fails there.
+        mkdir_p(p.dir, 0755);
+        write_file_atomic(path_join(p.dir, "state"), "failed: " + why + "\n", 0644);
+        return result;
+    };
+
+    try {
+        ledger.set_meta("node", req.node);
+        ledger.record("job_dir", [&] {
+            Json d(json_object());
+            json_object_set_new(d.get(), "path", json_string(p.dir.c_str()));
+            return d;
+        }());
+        remove_tree(p.dir);
+        if (::mkdir(p.dir.c_str(), 0755) != 0) SVM_THROW_ERRNO("mkdir " + p.dir);
+
+        Credentials who = credentials_for(req.uid, req.gid == static_cast<gid_t>(-1) ? std::nullopt
+                                                                                       : std::optional<gid_t>(req.gid));
+        p.uid = who.uid;
+        p.gid = who.gid;
+        p.user = who.user;
+        if (!req.user.empty() && req.user != who.user)
+            SVM_THROW("SLURM_JOB_USER " + req.user + " does not match uid " + std::to_string(req.uid));
+        {
+            struct passwd* pw = ::getpwuid(who.uid);
+            p.home = pw && pw->pw_dir ? pw->pw_dir : "/";
+            struct group* g = ::getgrgid(who.gid);
+            p.group = g ? g->gr_name : p.user;
+        }
+        p.workdir = req.workdir;
+
+        // 1. The image, opened and checked with the user's credentials only.
+        ImageInfo info;
+        try {
+            CheckedImage ci = open_image_as_user(req.image, who, policy_of(cfg));
+            info = ci.info;
+            if (!req.kernel.empty()) check_boot_file_as_user(req.kernel, who, "kernel");
+            if (!req.initrd.empty()) check_boot_file_as_user(req.initrd, who, "initrd");
+            if (!req.initrd.empty() && req.kernel.empty())
+                SVM_THROW("--vm-initrd needs --vm-kernel as well");
+        } catch (const Error& e) {
+            auto failures = teardown_job(cfg, req.job_id);
+            (void)failures;
+            return refuse(e.reason());
+        }
+        p.image = req.image;
+        p.image_format = format_name(info.format);
+        p.image_virtual_size = info.virtual_size;
+        p.kernel = req.kernel;
+        p.initrd = req.initrd;
+        p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
+
+        // 2. Where this guest sits among the job's guests, and its address.
+        std::vector<std::string> nodes = expand_hostlist(req.nodelist.empty() ? req.node : req.nodelist);
+        p.node_index = -1;
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            if (nodes[i] == req.node) p.node_index = static_cast<int>(i);
+        }
+        if (p.node_index < 0) SVM_THROW("node " + req.node + " is not in the job's node list " + req.nodelist);
+        p.hostname = req.node + "-vm";
+        p.domain_name = "slurm-vm-" + std::to_string(req.job_id) + "-" + req.node;
+        p.domain_type = cfg.domain_type;
+        p.emulator = cfg.emulator;
+        p.boot_timeout_s = cfg.boot_timeout_s;
+        p.memory_overhead_mib = cfg.memory_overhead_mib;
+        p.min_guest_memory_mib = cfg.min_guest_memory_mib;
+        p.default_guest_memory_mib = cfg.default_guest_memory_mib;
+        p.bridge = cfg.network.bridge;
+        p.netns = cfg.network.netns;
+        p.gateway = cfg.network.gateway;
+        if (!cfg.network.bridge.empty()) {
+            for (size_t i = 0; i < nodes.size(); ++i) {
+                GuestAddress a = guest_address(cfg.network.prefix, req.job_id, static_cast<int>(i));
+                p.peers.push_back({nodes[i], nodes[i] + "-vm", a.ip});
+                if (static_cast<int>(i) == p.node_index) {
+                    p.ip = a.ip;
+                    p.mac = a.mac;
+                    p.prefix_len = a.prefix_len;
+                }
+            }
+            std::string owner = "job " + std::to_string(req.job_id) + " on " + req.node;
+            std::string lease_file = path_join(cfg.lease_dir(), p.ip);
+            ledger.record("ip_lease", [&] {
+                Json d(json_object());
+                json_object_set_new(d.get(), "file", json_string(lease_file.c_str()));
+                json_object_set_new(d.get(), "owner", json_string(owner.c_str()));
+                return d;
+            }());
+            take_lease(cfg.lease_dir(), p.ip, owner);
+        } else {
+            p.peers.push_back({req.node, p.hostname, ""});
+        }
+
+        // 3. Keys: the job's user key (host side and guests) and the guests' host key.
+        std::string comment = "slurm-vm job " + std::to_string(req.job_id);
+        KeyPair user_key = generate_ed25519(comment);
+        KeyPair host_key = generate_ed25519(comment + " host");
+        write_file_atomic(p.user_key(), user_key.private_key, 0600);
+        chown_mode(p.user_key(), p.uid, p.gid, 0600);
+        std::string kh;
+        for (const auto& peer : p.peers) kh += peer.hostname + " " + trim(host_key.public_key) + "\n";
+        write_file_atomic(p.known_hosts(), kh, 0644);
+
+        gid_t qgid = qemu_group_gid(p.gid);
+
+        // 4. The overlay: root-owned, backing format pinned, the user's image
+        // never opened by root (-u: qemu-img does not open the backing file).
+        run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image,
+                     p.overlay(), std::to_string(p.image_virtual_size)});
+        chown_mode(p.overlay(), 0, qgid, 0660);
+
+        // 5. The seed and the console log.
+        SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key};
+        build_seed_iso(p, sk, p.seed());
+        chown_mode(p.seed(), 0, qgid, 0640);
+        write_file_atomic(p.console_log(), "", 0640);
+        chown_mode(p.console_log(), p.uid, qgid, 0640);
+
+        // 6. The embedded libvirt root the keeper will use.
+        ledger.record("domain", [&] {
+            Json d(json_object());
+            json_object_set_new(d.get(), "embed_root", json_string(p.embed_root().c_str()));
+            json_object_set_new(d.get(), "name", json_string(p.domain_name.c_str()));
+            json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
+            return d;
+        }());
+        mkdir_p(p.embed_root(), 0755);
+        write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, qgid});
+        seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"));
+
+        write_file_atomic(p.plan_file(), p.to_json(), 0644);
+        write_guest_state(p, "prepared");
+        result.status = PrologStatus::prepared;
+        return result;
+    } catch (Error& e) {
+        auto failures = teardown_job(cfg, req.job_id);
+        for (const auto& f : failures) SVM_CONTEXT(e, "and while undoing: " + f);
+        throw;
+    }
+}
+
+std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
+    Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
+    std::vector<std::string> failures = undo_all(ledger, undo_actions(cfg));
+    // A refused job leaves only its state file in the job directory.
+    std::string dir = cfg.job_dir(job_id);
+    if (failures.empty() && path_exists(dir)) {
+        try {
+            stop_recorded_process(path_join(dir, "keeper.pid"), "slurm-vm-keeper", 5000);
+            remove_tree(dir);
+        } catch (const Error& e) {
+            failures.push_back(e.chain());
+        }
+    }
+    return failures;
+}
+
+std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg) {
+    std::vector<uint32_t> out;
+    auto add = [&](const std::string& name, const std::string& suffix) {
+        if (name.rfind("job_", 0) != 0) return;
+        std::string num = name.substr(4);
+        if (!suffix.empty()) {
+            if (num.size() <= suffix.size() || num.substr(num.size() - suffix.size()) != suffix) return;
+            num = num.substr(0, num.size() - suffix.size());
+        }
+        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) return;
+        uint32_t id = static_cast<uint32_t>(std::stoul(num));
+        for (auto j : out)
+            if (j == id) return;
+        out.push_back(id);
+    };
+    for (const auto& n : list_dir(cfg.ledger_dir())) add(n, ".json");
+    for (const auto& n : list_dir(cfg.state_dir)) add(n, "");
+    return out;
+}
+
+}  // namespace svm

@@ -1,0 +1,55 @@
+// The host side of a VM job on one node: prepare (prolog) and tear down
+// (epilog, failed prolog, sweep). Everything is recorded in the ledger first.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "job_plan.hpp"
+
+namespace svm {
+
+// What Slurm tells the prolog (its environment). The SPANK_* values come from
+// the user and are untrusted.
+struct JobRequest {
+    uint32_t job_id = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string user;
+    std::string workdir;
+    std::string node;
+    std::string nodelist;
+    std::string image, kernel, initrd, cmdline;  // SPANK_SLURM_VM_*
+};
+
+// Reads a JobRequest from a prolog/epilog environment.
+JobRequest job_request_from_env(char** envp);
+
+enum class PrologStatus { not_a_vm_job, prepared, refused };
+
+struct PrologResult {
+    PrologStatus status = PrologStatus::not_a_vm_job;
+    std::string reason;  // for refused: one sentence for the user
+};
+
+// Prepares the job's guest on this node: image intake as the user, address
+// lease, keys, overlay, seed, plan. User-side problems give `refused` (the job
+// fails, the node stays up); node-side problems throw (the node drains).
+// Anything already done is undone before it returns or throws.
+PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req);
+
+// Undoes everything the ledger of job_id holds on this node. Idempotent; fine
+// with no ledger. Returns the failures (empty = clean).
+std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
+
+// Jobs with a ledger or a job directory on this node.
+std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);
+
+// Stops a process recorded in a pid file if it still runs `expect` (a
+// substring of its command line); SIGTERM, then SIGKILL after grace_ms.
+void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);
+
+}  // namespace svm
