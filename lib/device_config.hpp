@@ -1,0 +1,50 @@
+// The "devices" object of the node configuration (schema:
+// etc/slurm-vm.devices.schema.json): which PCI functions are passthrough GPUs,
+// which physical functions provide SR-IOV VFs, GUID/MAC numbering, site policy.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "json.hpp"
+#include "pci_address.hpp"
+
+namespace svm {
+
+struct GpuConfig {
+    PciAddress pci;
+    std::optional<int> nvidia_minor;  // /dev/nvidiaN that Slurm's gres.conf names
+    std::optional<int> vfio_group;    // /dev/vfio/N that gres.conf names (checked against sysfs)
+};
+
+struct VfProviderConfig {
+    PciAddress pci;               // the physical function
+    std::string link_layer;       // "infiniband", "ethernet", or "" = read from sysfs
+};
+
+struct DevicePolicy {
+    bool allow_unsafe_interrupts = false;  // accept no interrupt remapping / allow_unsafe_interrupts=Y
+    bool allow_no_reset = false;           // accept devices without a kernel reset method
+};
+
+struct DeviceConfig {
+    std::vector<GpuConfig> gpus;
+    std::vector<VfProviderConfig> vf_providers;
+    // First 4 bytes of every VF GUID ("02:c9:00:00"); the rest is node id, PF and VF index.
+    std::string guid_prefix = "02:00:00:00";
+    std::optional<int> node_id;   // 0..65535; default: derived from the host name
+    DevicePolicy policy;
+    std::string vf_state_dir = "/run/slurm-vm/vf-pool";  // pool state and lock
+    int unbind_timeout_s = 10;
+
+    const GpuConfig* gpu_by_minor(int minor) const;
+    const GpuConfig* gpu_by_pci(const PciAddress& a) const;
+};
+
+// Parses the "devices" object (null or absent = no devices). Unknown keys and
+// wrong types are errors naming the key.
+DeviceConfig parse_device_config(const json_t* devices);
+// Loads a node configuration file and parses its "devices" member.
+DeviceConfig load_device_config(const std::string& path);
+
+}  // namespace svm

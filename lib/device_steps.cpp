@@ -1,0 +1,75 @@
+#include "device_steps.hpp"
+
+#include <set>
+
+#include "error.hpp"
+
+namespace svm {
+
+static BindOptions bind_options(const DeviceConfig& cfg) {
+    BindOptions o;
+    o.busy_timeout_ms = cfg.unbind_timeout_s * 1000;
+    return o;
+}
+
+PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg,
+                                const DevicePlan& plan, const DeviceStepOptions& opts, const DeviceRecordFn& record) {
+    PreparedDevices out;
+    out.numa_node = plan.numa_node;
+    out.cpus = plan.cpus;
+    VfioBinder binder(root, writer, bind_options(cfg));
+
+    // 1. Detach: every function of the plan to vfio-pci (skipped when already there).
+    for (const auto& d : plan.devices) {
+        out.hostdevs.push_back(d.address);
+        if (binder.already_bound(d.address)) continue;
+        BindRecord r = binder.prepare(d.address);
+        Json j = r.to_json();
+        record(BindRecord::kKind, j.get());
+        binder.bind(r);
+    }
+    // 2. Verify: each group usable by QEMU.
+    for (int g : plan.iommu_groups) binder.verify_group_ready(g);
+
+    // 3. The VF: reserve, give it its identity, detach it.
+    if (opts.want_vf && !cfg.vf_providers.empty()) {
+        VfPool pool(root, writer, cfg, opts.hostname);
+        VfReservationRecord res{opts.job};
+        Json rj = res.to_json();
+        record(VfReservationRecord::kKind, rj.get());
+        VfAssignment vf = pool.reserve(res, plan.numa_node);
+        VfConfigRecord cr = pool.prepare_config(vf);
+        Json cj = cr.to_json();
+        record(VfConfigRecord::kKind, cj.get());
+        pool.apply_config(cr);
+        if (!binder.already_bound(vf.vf)) {
+            BindRecord br = binder.prepare(vf.vf);
+            Json bj = br.to_json();
+            record(BindRecord::kKind, bj.get());
+            binder.bind(br);
+            if (br.iommu_group >= 0) binder.verify_group_ready(br.iommu_group);
+        }
+        out.hostdevs.push_back(vf.vf);
+        out.vf = vf;
+    }
+    return out;
+}
+
+bool is_device_step(const std::string& kind) {
+    return kind == BindRecord::kKind || kind == VfReservationRecord::kKind || kind == VfConfigRecord::kKind;
+}
+
+void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const std::string& kind,
+                      const json_t* data) {
+    if (kind == BindRecord::kKind) {
+        VfioBinder(root, writer, bind_options(cfg)).undo(BindRecord::from_json(data));
+    } else if (kind == VfReservationRecord::kKind) {
+        VfPool(root, writer, cfg, "-").release(VfReservationRecord::from_json(data));
+    } else if (kind == VfConfigRecord::kKind) {
+        VfPool(root, writer, cfg, "-").undo_config(VfConfigRecord::from_json(data));
+    } else {
+        SVM_THROW("not a device step: \"" + kind + "\"");
+    }
+}
+
+}  // namespace svm
