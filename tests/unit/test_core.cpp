@@ -1,0 +1,246 @@
+// Unit tests for the job path's building blocks in lib/.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+#include "cpuset.hpp"
+#include "domain_xml.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_exec.hpp"
+#include "guest_net.hpp"
+#include "hostlist.hpp"
+#include "job_plan.hpp"
+#include "ledger.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+
+namespace {
+std::string tempdir() {
+    char t[] = "/tmp/svm-unit-XXXXXX";
+    REQUIRE(mkdtemp(t));
+    return t;
+}
+}  // namespace
+
+TEST_CASE("cpu lists round-trip and reject garbage", "[core]") {
+    CHECK(svm::parse_cpulist("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+    CHECK(svm::format_cpulist({3, 1, 2, 8, 0}) == "0-3,8");
+    CHECK(svm::parse_cpulist("").empty());
+    CHECK_THROWS_AS(svm::parse_cpulist("3-1"), svm::Error);
+    CHECK_THROWS_AS(svm::parse_cpulist("a"), svm::Error);
+}
+
+TEST_CASE("Slurm host lists expand like Slurm does", "[core]") {
+    CHECK(svm::expand_hostlist("node[1-3],login") == std::vector<std::string>{"node1", "node2", "node3", "login"});
+    CHECK(svm::expand_hostlist("n[08-10]") == std::vector<std::string>{"n08", "n09", "n10"});
+    CHECK(svm::expand_hostlist("a[1,3]b") == std::vector<std::string>{"a1b", "a3b"});
+    CHECK(svm::expand_hostlist("single") == std::vector<std::string>{"single"});
+    CHECK_THROWS_AS(svm::expand_hostlist("n[1-"), svm::Error);
+}
+
+TEST_CASE("configuration: defaults, %n, unknown keys refused", "[core]") {
+    auto c = svm::parse_config(R"({"state_dir": "/run/x/%n", "domain_type": "qemu",
+        "network": {"bridge": "br0", "prefix": "10.1.0.0/16"}})", "node7", "test.json");
+    CHECK(c.state_dir == "/run/x/node7");
+    CHECK(c.job_dir(42) == "/run/x/node7/job_42");
+    CHECK(c.ledger_path(42) == "/run/x/node7/ledger/job_42.json");
+    CHECK(c.boot_timeout_s == 300);
+    CHECK(c.lease_dir() == "/run/x/leases-br0");
+    try {
+        svm::parse_config(R"({"stat_dir": "/x"})", "n", "bad.json");
+        FAIL("accepted an unknown key");
+    } catch (const svm::Error& e) {
+        CHECK(std::string(e.what()).find("unknown key \"stat_dir\"") != std::string::npos);
+        CHECK(std::string(e.what()).find("bad.json") != std::string::npos);
+    }
+    CHECK_THROWS_AS(svm::parse_config(R"({"domain_type": "xen"})", "n", "x"), svm::Error);
+    CHECK_THROWS_AS(svm::parse_config(R"({"network": {"bridge": "b"}})", "n", "x"), svm::Error);
+}
+
+TEST_CASE("the example configurations in etc/ parse", "[core]") {
+    for (const auto& f : svm::list_dir(std::string(SVM_SOURCE_DIR) + "/etc")) {
+        if (f.rfind("slurm-vm", 0) != 0 || f.find(".json") == std::string::npos || f.find("schema") != std::string::npos)
+            continue;
+        INFO(f);
+        CHECK_NOTHROW(svm::load_config(std::string(SVM_SOURCE_DIR) + "/etc/" + f, "node1"));
+    }
+}
+
+TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
+    std::string d = tempdir();
+    std::string path = d + "/job_5.json";
+    {
+        auto l = svm::Ledger::load(path, 5);
+        CHECK_FALSE(l.exists_on_disk());
+        for (const char* k : {"a", "b", "c"}) {
+            svm::Json j(json_object());
+            json_object_set_new(j.get(), "name", json_string(k));
+            l.record("step", std::move(j));
+        }
+        CHECK(l.exists_on_disk());
+        CHECK((svm::read_file(path).find("\"c\"") != std::string::npos));
+    }
+    auto l = svm::Ledger::load(path, 5);
+    REQUIRE(l.entries().size() == 3);
+    std::vector<std::string> order;
+    std::map<std::string, svm::UndoFn> undo{{"step", [&](const json_t* j) {
+                                                 order.push_back(*svm::json_get_string(j, "name"));
+                                                 if (order.size() == 2) SVM_THROW("injected");
+                                             }}};
+    auto failures = svm::undo_all(l, undo);
+    CHECK(order == std::vector<std::string>{"c", "b", "a"});  // every entry tried despite the failure
+    REQUIRE(failures.size() == 1);
+    CHECK(failures[0].find("injected") != std::string::npos);
+    CHECK(svm::path_exists(path));  // kept: not clean
+    order.clear();
+    auto l2 = svm::Ledger::load(path, 5);
+    std::map<std::string, svm::UndoFn> ok{{"step", [&](const json_t*) { order.push_back("x"); }}};
+    CHECK(svm::undo_all(l2, ok).empty());
+    CHECK_FALSE(svm::path_exists(path));
+    auto l3 = svm::Ledger::load(path, 5);  // nothing left: a second epilog is a no-op
+    CHECK(svm::undo_all(l3, ok).empty());
+    svm::remove_tree(d);
+}
+
+TEST_CASE("guest addresses are computed alike on every node and leased once", "[core]") {
+    auto a = svm::guest_address("10.213.0.0/16", 7, 0);
+    auto b = svm::guest_address("10.213.0.0/16", 7, 2);
+    CHECK(a.ip == "10.213.8.10");
+    CHECK(b.ip == "10.213.8.12");
+    CHECK(a.mac == "52:54:0a:d5:08:0a");
+    CHECK(svm::guest_address("10.213.0.0/16", 261, 0).ip == "10.213.8.10");  // 261 % 254 == 7: leases catch it
+    CHECK_THROWS_AS(svm::guest_address("10.213.0.0/24", 1, 0), svm::Error);
+    std::string d = tempdir();
+    std::string f = svm::take_lease(d, a.ip, "job 7 on n1");
+    CHECK(svm::take_lease(d, a.ip, "job 7 on n1") == f);  // the same owner again is fine
+    try {
+        svm::take_lease(d, a.ip, "job 261 on n1");
+        FAIL("lease taken twice");
+    } catch (const svm::Error& e) {
+        CHECK(std::string(e.what()).find("still held by job 7 on n1") != std::string::npos);
+    }
+    svm::release_lease(f, "job 261 on n1");  // not the owner: kept
+    CHECK(svm::path_exists(f));
+    svm::release_lease(f, "job 7 on n1");
+    CHECK_FALSE(svm::path_exists(f));
+    svm::remove_tree(d);
+}
+
+namespace {
+svm::JobPlan sample_plan() {
+    svm::JobPlan p;
+    p.job_id = 42;
+    p.uid = 2001;
+    p.gid = 2001;
+    p.user = "alice";
+    p.group = "alice";
+    p.home = "/home/alice";
+    p.workdir = "/home/alice/run dir";
+    p.node = "node1";
+    p.hostname = "node1-vm";
+    p.domain_name = "slurm-vm-42-node1";
+    p.ip = "10.213.43.10";
+    p.mac = "52:54:0a:d5:2b:0a";
+    p.gateway = "10.213.0.1";
+    p.peers = {{"node1", "node1-vm", "10.213.43.10"}, {"node2", "node2-vm", "10.213.43.11"}};
+    p.image = "/home/alice/img.qcow2";
+    p.image_format = "qcow2";
+    p.dir = "/run/slurm-vm/node1/job_42";
+    p.domain_type = "qemu";
+    return p;
+}
+}  // namespace
+
+TEST_CASE("plan survives JSON", "[core]") {
+    auto p = sample_plan();
+    auto q = svm::JobPlan::from_json(p.to_json(), "plan");
+    CHECK(q.to_json() == p.to_json());
+    CHECK(q.peers.size() == 2);
+    CHECK(q.ssh_socket() == "/run/slurm-vm/node1/job_42/ssh.sock");
+}
+
+TEST_CASE("domain XML pins CPUs, pins the backing format and validates against libvirt's schema", "[core]") {
+    svm::DomainSpec s;
+    s.name = "slurm-vm-42-node1";
+    s.type = "kvm";
+    s.memory_mib = 3840;
+    s.host_cpus = {4, 5, 6, 7};
+    s.overlay = "/run/slurm-vm/node1/job_42/overlay.qcow2";
+    s.base = "/home/alice/a&b.qcow2";
+    s.base_format = "qcow2";
+    s.seed = "/run/slurm-vm/node1/job_42/seed.iso";
+    s.kernel = "/home/alice/vmlinuz";
+    s.initrd = "/home/alice/initrd";
+    s.cmdline = "root=/dev/vda1 console=ttyS0";
+    s.bridge = "br0";
+    s.mac = "52:54:0a:d5:2b:0a";
+    s.console_log = "/run/slurm-vm/node1/job_42/console.log";
+    std::string x = svm::domain_xml(s);
+    CHECK(x.find("<vcpupin vcpu='3' cpuset='7'/>") != std::string::npos);
+    CHECK(x.find("<emulatorpin cpuset='4-7'/>") != std::string::npos);
+    CHECK(x.find("<memory unit='MiB'>3840</memory>") != std::string::npos);
+    CHECK(x.find("<cpu mode='host-passthrough'") != std::string::npos);
+    CHECK(x.find("a&amp;b.qcow2") != std::string::npos);
+    // The user's image: format pinned, and an explicitly empty backing chain.
+    CHECK(x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
+          std::string::npos);
+    std::string d = tempdir();
+    svm::write_file_atomic(d + "/d.xml", x);
+    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    s.type = "qemu";
+    s.base_format = "vmdk";
+    CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
+    svm::remove_tree(d);
+}
+
+TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everything", "[core]") {
+    auto p = sample_plan();
+    svm::SeedKeys k{"ssh-ed25519 AAAAuser c", "-----BEGIN OPENSSH PRIVATE KEY-----\nu\n-----END OPENSSH PRIVATE KEY-----\n",
+                    "-----BEGIN OPENSSH PRIVATE KEY-----\nh\n-----END OPENSSH PRIVATE KEY-----\n",
+                    "ssh-ed25519 AAAAhost c"};
+    CHECK(svm::seed_meta_data(p) == "instance-id: slurm-vm-42-node1\nlocal-hostname: node1-vm\n");
+    CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
+    std::string ud = svm::seed_user_data(p, k);
+    CHECK(ud.rfind("#!/bin/sh\n", 0) == 0);
+    CHECK(ud.find("useradd -M -d '/home/alice' -u 2001 -g 2001") != std::string::npos);
+    CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
+    CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
+    CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
+    auto syntax = svm::run({"/bin/sh", "-n"}, {.stdin_data = ud});
+    CHECK(syntax.status == 0);
+    std::string d = tempdir();
+    svm::build_seed_iso(p, k, d + "/seed.iso");
+    auto r = svm::run({"isoinfo", "-d", "-i", d + "/seed.iso"});
+    CHECK(r.out.find("Volume id: cidata") != std::string::npos);
+    auto l = svm::run({"isoinfo", "-R", "-f", "-i", d + "/seed.iso"});
+    CHECK(l.out.find("/user-data") != std::string::npos);
+    CHECK(l.out.find("/meta-data") != std::string::npos);
+    CHECK(l.out.find("/network-config") != std::string::npos);
+    svm::remove_tree(d);
+}
+
+TEST_CASE("the remote command recreates the task's environment and directory", "[core]") {
+    svm::GuestCommand c;
+    c.argv = {"printf", "%s|", "a b", "it's"};
+    c.env = {"SLURM_JOB_ID=42", "SLURM_VM_PLAN=/x", "HOME=/root", "SLURM_X=$(touch /tmp/pwn)", "BAD-NAME=1"};
+    c.cwd = "/tmp";
+    std::string cmd = svm::remote_shell_command(c);
+    CHECK(cmd.find("SLURM_VM_PLAN") == std::string::npos);
+    CHECK(cmd.find("HOME=") == std::string::npos);
+    auto r = svm::run({"/bin/sh", "-c", cmd + "; echo"});  // run it locally in a shell, as the guest would
+    CHECK(r.out == "a b|it's|");
+    auto e = svm::run({"/bin/sh", "-c", svm::remote_shell_command({{"sh", "-c", "echo $SLURM_JOB_ID $SLURM_X; pwd"},
+                                                                    c.env, "/tmp", false})});
+    CHECK(e.out == "42 $(touch /tmp/pwn)\n/tmp\n");
+    auto p = sample_plan();
+    auto a = svm::ssh_argv(p, "/usr/libexec/slurm-vm/slurm-vm-exec", false);
+    CHECK(std::find(a.begin(), a.end(), "StrictHostKeyChecking=yes") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "ProxyCommand=/usr/libexec/slurm-vm/slurm-vm-exec --proxy "
+                                        "/run/slurm-vm/node1/job_42/ssh.sock") != a.end());
+    CHECK(a.back() == "node1-vm");
+}
