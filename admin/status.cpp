@@ -1,14 +1,205 @@
+// slurm-vm status and slurm-vm sweep.
+#include <unistd.h>
+
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "commands.hpp"
+#include "config.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "job_plan.hpp"
+#include "ledger.hpp"
+#include "proc.hpp"
+#include "vm_job.hpp"
 
 namespace svm::admin {
-int cmd_status(const Args&) {
-    std::fprintf(stderr, "slurm-vm status: not implemented yet\n");
-    return 2;
+
+namespace {
+
+struct NodeArgs {
+    std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
+    std::vector<std::string> nodes;
+    bool json = false;
+    bool dry_run = false;
+    bool force = false;
+};
+
+std::string short_hostname() {
+    char h[256] = {};
+    ::gethostname(h, sizeof h - 1);
+    std::string s = h;
+    return s.substr(0, s.find('.'));
 }
-int cmd_sweep(const Args&) {
-    std::fprintf(stderr, "slurm-vm sweep: not implemented yet\n");
-    return 2;
+
+// Node names: --node, or every node directory when state_dir holds %n, or
+// this host's name.
+std::vector<std::string> node_names(const NodeArgs& a) {
+    if (!a.nodes.empty()) return a.nodes;
+    NodeConfig c = load_config(a.config, "%n");
+    auto pos = c.state_dir.find("%n");
+    if (pos != std::string::npos) {
+        std::vector<std::string> out;
+        for (const auto& n : list_dir(c.state_dir.substr(0, pos)))
+            if (n.rfind("leases-", 0) != 0) out.push_back(n);
+        return out;
+    }
+    return {short_hostname()};
 }
+
+bool parse(const Args& args, NodeArgs& a, const char* usage, bool sweep) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& x = args[i];
+        auto val = [&]() {
+            if (i + 1 >= args.size()) SVM_THROW(x + " needs a value");
+            return args[++i];
+        };
+        if (x == "--config") a.config = val();
+        else if (x == "--node") a.nodes.push_back(val());
+        else if (x == "--json" && !sweep) a.json = true;
+        else if (x == "--dry-run" && sweep) a.dry_run = true;
+        else if (x == "--force" && sweep) a.force = true;
+        else if (x == "--help" || x == "-h") {
+            std::fputs(usage, stdout);
+            return false;
+        } else {
+            SVM_THROW("unknown option " + x + "\n" + usage);
+        }
+    }
+    return true;
+}
+
+bool pid_file_alive(const std::string& f) {
+    std::string t;
+    if (!read_file_if_exists(f, t)) return false;
+    t = trim(t);
+    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos && path_exists("/proc/" + t);
+}
+
+const char* kStatusUsage =
+    "usage: slurm-vm status [--config FILE] [--node NAME]... [--json]\n"
+    "Shows, per node, the VM jobs with state here: guest state, address, keeper and\n"
+    "QEMU processes, and the ledger of host changes (what the epilog will undo).\n"
+    "  --config FILE  node configuration (default " SVM_SYSCONFDIR "/slurm-vm.json)\n"
+    "  --node NAME    node to show (repeatable; default: every node directory under\n"
+    "                 state_dir when it contains %n, else this host)\n"
+    "  --json         one JSON document instead of text\n";
+
+const char* kSweepUsage =
+    "usage: slurm-vm sweep [--config FILE] [--node NAME]... [--dry-run] [--force]\n"
+    "Finds state of VM jobs that no longer run on the node (guests, keepers, overlays,\n"
+    "keys, leases, device bindings: everything in their ledgers) and undoes it. Safe at\n"
+    "any time and at slurmd start: a job Slurm still runs on the node is never touched,\n"
+    "and if Slurm cannot be asked, nothing is done (unless --force).\n"
+    "  --dry-run  only list what would be repaired\n"
+    "  --force    treat every job as gone when Slurm cannot be asked (node is down)\n";
+
+}  // namespace
+
+int cmd_status(const Args& args) {
+    NodeArgs a;
+    if (!parse(args, a, kStatusUsage, false)) return 0;
+    Json out(json_object());
+    for (const auto& node : node_names(a)) {
+        NodeConfig c = load_config(a.config, node);
+        Json jobs(json_array());
+        if (!a.json) std::printf("node %s (state %s)\n", node.c_str(), c.state_dir.c_str());
+        auto ids = jobs_on_node(c);
+        if (ids.empty() && !a.json) std::printf("  no VM jobs\n");
+        for (uint32_t id : ids) {
+            Json j(json_object());
+            json_object_set_new(j.get(), "job_id", json_integer(id));
+            std::string state = "(no plan)", ip, user, image;
+            std::string dir = c.job_dir(id);
+            std::string text;
+            if (read_file_if_exists(path_join(dir, "plan.json"), text)) {
+                JobPlan p = JobPlan::from_json(text, dir);
+                state = read_guest_state(p);
+                ip = p.ip;
+                user = p.user;
+                image = p.image;
+            } else if (read_file_if_exists(path_join(dir, "state"), text)) {
+                state = trim(text);
+            }
+            bool keeper = pid_file_alive(path_join(dir, "keeper.pid"));
+            Ledger l = Ledger::load(c.ledger_path(id), id);
+            json_object_set_new(j.get(), "state", json_string(state.c_str()));
+            json_object_set_new(j.get(), "user", json_string(user.c_str()));
+            json_object_set_new(j.get(), "image", json_string(image.c_str()));
+            json_object_set_new(j.get(), "ip", json_string(ip.c_str()));
+            json_object_set_new(j.get(), "keeper_running", json_boolean(keeper));
+            Json entries(json_array());
+            for (const auto& e : l.entries()) {
+                json_t* o = json_object();
+                json_object_set_new(o, "kind", json_string(e.kind.c_str()));
+                json_object_set(o, "data", e.data.get());
+                json_array_append_new(entries.get(), o);
+            }
+            json_object_set(j.get(), "ledger", entries.get());
+            if (!a.json) {
+                std::printf("  job %u  user %s  guest %s  keeper %s  ip %s\n    image %s\n", id,
+                            user.empty() ? "-" : user.c_str(), state.c_str(), keeper ? "running" : "not running",
+                            ip.empty() ? "-" : ip.c_str(), image.empty() ? "-" : image.c_str());
+                std::printf("    ledger:");
+                for (const auto& e : l.entries()) std::printf(" %s", e.kind.c_str());
+                std::printf("%s\n", l.entries().empty() ? " (empty)" : "");
+            }
+            json_array_append(jobs.get(), j.get());
+        }
+        json_object_set(out.get(), node.c_str(), jobs.get());
+    }
+    if (a.json) std::printf("%s\n", json_dump(out.get(), true).c_str());
+    return 0;
+}
+
+int cmd_sweep(const Args& args) {
+    NodeArgs a;
+    if (!parse(args, a, kSweepUsage, true)) return 0;
+    int rc = 0;
+    for (const auto& node : node_names(a)) {
+        NodeConfig c = load_config(a.config, node);
+        // Jobs Slurm runs on this node now (never touched).
+        RunResult q = run({"squeue", "-h", "-w", node, "-o", "%i", "-t", "PD,CF,R,CG,S,ST"}, {.timeout_ms = 30000});
+        std::set<uint32_t> live;
+        if (!q.ok()) {
+            if (!a.force) {
+                std::fprintf(stderr, "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
+                             "(use --force if the node is out of service)\n", node.c_str(), trim(q.err).c_str());
+                rc = 1;
+                continue;
+            }
+        } else {
+            std::string line;
+            for (char ch : q.out + "\n") {
+                if (ch == '\n') {
+                    std::string t = trim(line);
+                    auto us = t.find('_');
+                    if (us != std::string::npos) t = t.substr(0, us);
+                    if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos)
+                        live.insert(static_cast<uint32_t>(std::stoul(t)));
+                    line.clear();
+                } else {
+                    line += ch;
+                }
+            }
+        }
+        for (uint32_t id : jobs_on_node(c)) {
+            if (live.count(id)) continue;
+            if (a.dry_run) {
+                std::printf("%s: job %u is gone; would undo its ledger\n", node.c_str(), id);
+                continue;
+            }
+            auto failures = teardown_job(c, id);
+            if (failures.empty()) {
+                std::printf("%s: job %u: leftovers removed\n", node.c_str(), id);
+            } else {
+                rc = 1;
+                for (const auto& f : failures) std::fprintf(stderr, "%s: job %u: %s\n", node.c_str(), id, f.c_str());
+            }
+        }
+    }
+    return rc;
+}
+
 }  // namespace svm::admin

@@ -1,0 +1,93 @@
+# Shared helpers for the integration tests on the local cluster. Sourced.
+# shellcheck shell=bash
+set -euo pipefail
+
+SVM_CLUSTER_DIR="${SVM_CLUSTER_DIR:-/var/tmp/slurm-vm-cluster}"
+if [[ ! -r "$SVM_CLUSTER_DIR/env.sh" ]]; then
+    echo "FAIL: the local cluster is not set up ($SVM_CLUSTER_DIR/env.sh missing): run tests/cluster/up" >&2
+    exit 1
+fi
+# shellcheck disable=SC1091
+source "$SVM_CLUSTER_DIR/env.sh"
+: "${VM_TEST_IMAGE:?the cluster env has no VM_TEST_IMAGE (tests/image/build failed?)}"
+SVM_USER=svmuser
+SVM_USER2=svmuser2
+SVM_NODES=(node1 node2 node3)
+SVM_STATE_ROOT=/run/slurm-vm
+T0=$(date +%s)
+
+log() { printf '[%s +%ss] %s\n' "$(basename "$0" .sh)" "$(( $(date +%s) - T0 ))" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+pass() { log "PASS: $*"; }
+
+as_user() { local u="$1"; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" PATH=/usr/bin:/bin "$@"; }
+
+# A fresh working directory owned by the test user.
+workdir() {
+    local d
+    d="$(runuser -u "${1:-$SVM_USER}" -- mktemp -d "/home/${1:-$SVM_USER}/svmtest.XXXXXX")"
+    chmod 755 "$d"
+    echo "$d"
+}
+
+# The VM options every test job uses (direct kernel boot of the test image).
+vm_opts() {
+    echo "--vm-image=$VM_TEST_IMAGE --vm-kernel=$VM_TEST_KERNEL --vm-initrd=$VM_TEST_INITRD"
+}
+
+job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+
+# wait_job ID TIMEOUT: until the job leaves PENDING/RUNNING/CONFIGURING/COMPLETING.
+wait_job() {
+    local id="$1" t="${2:-600}" s end=$(( $(date +%s) + ${2:-600} ))
+    while (( $(date +%s) < end )); do
+        s="$(job_field "$id" JobState)"
+        case "$s" in
+            PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED|"") sleep 1 ;;
+            *) echo "$s"; return 0 ;;
+        esac
+    done
+    fail "job $id still $(job_field "$id" JobState) after ${t}s"
+}
+
+# wait_state ID STATE TIMEOUT
+wait_state() {
+    local id="$1" want="$2" end=$(( $(date +%s) + ${3:-600} )) s
+    while (( $(date +%s) < end )); do
+        s="$(job_field "$id" JobState)"
+        [[ "$s" == "$want" ]] && return 0
+        case "$s" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) fail "job $id ended ($s) while waiting for $want" ;; esac
+        sleep 0.5
+    done
+    fail "job $id not $want after ${3:-600}s (state $(job_field "$id" JobState))"
+}
+
+# Until no slurm-vm process or state of job ID is left on any node (bounded).
+wait_clean() {
+    local id="$1" t="${2:-120}" end=$(( $(date +%s) + ${2:-120} ))
+    while (( $(date +%s) < end )); do
+        if [[ -z "$(leftovers "$id")" ]]; then return 0; fi
+        sleep 1
+    done
+    fail "leftovers of job $id after ${t}s: $(leftovers "$id")"
+}
+
+# What is left of job ID (empty = nothing): job dirs, ledgers, leases,
+# keepers and guests on every node.
+leftovers() {
+    local id="$1" n out=""
+    for n in "${SVM_NODES[@]}"; do
+        [[ -e "$SVM_STATE_ROOT/$n/job_$id" ]] && out+=" $n:job_dir"
+        [[ -e "$SVM_STATE_ROOT/$n/ledger/job_$id.json" ]] && out+=" $n:ledger"
+    done
+    if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
+    if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
+    if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi
+    echo "${out# }"
+}
+
+no_node_drained() {
+    local bad
+    bad="$(sinfo -h -N -o '%N %t' | awk '$2 ~ /drain|drng|down|fail/ {print}')"
+    [[ -z "$bad" ]] || fail "nodes drained or down: $bad ($(sinfo -h -R))"
+}
