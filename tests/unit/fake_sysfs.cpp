@@ -409,6 +409,24 @@ std::map<std::string, std::string> FakeSysfs::snapshot() const {
     return out;
 }
 
+std::string FakeSysfs::diff(const std::map<std::string, std::string>& before,
+                            const std::map<std::string, std::string>& after) {
+    std::string out;
+    auto show = [](const std::string& v) { return v.size() > 60 ? v.substr(0, 60) + "..." : v; };
+    for (const auto& [k, v] : before) {
+        auto it = after.find(k);
+        if (it == after.end()) out += "- " + k + " (" + show(v) + ")\n";
+        else if (it->second != v) out += "~ " + k + ": " + show(v) + " -> " + show(it->second) + "\n";
+    }
+    for (const auto& [k, v] : after)
+        if (!before.count(k)) out += "+ " + k + " (" + show(v) + ")\n";
+    return out;
+}
+
+std::string FakeSysfs::changes_since(const std::map<std::string, std::string>& before) const {
+    return diff(before, snapshot());
+}
+
 FakeSysfs& FakeSysfs::load_manifest(const std::string& file) {
     std::ifstream in(file);
     if (!in) SVM_THROW("cannot open manifest " + file);

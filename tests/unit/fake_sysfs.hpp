@@ -68,6 +68,11 @@ public:
 
     // Every path under the root: "D", "L:<target>" or "F:<content>".
     std::map<std::string, std::string> snapshot() const;
+    // The differences between two snapshots, one line each; "" when equal.
+    static std::string diff(const std::map<std::string, std::string>& before,
+                            const std::map<std::string, std::string>& after);
+    // diff(before, snapshot()).
+    std::string changes_since(const std::map<std::string, std::string>& before) const;
 
     // Kernel model (used by FakeKernel and by the builder).
     std::string device_dir_rel(const std::string& address) const;  // sys/devices/pci0000:00/...

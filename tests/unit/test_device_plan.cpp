@@ -174,11 +174,11 @@ TEST_CASE("one GPU: planned, bound to vfio-pci, given back byte for byte", "[dev
     b.undo(r);
     CHECK(fs.driver_of("0000:3b:00.0") == "nvidia");
     CHECK_FALSE(path_exists(root.dev_vfio(7)));
-    CHECK(fs.snapshot() == before);
+    CHECK(fs.changes_since(before) == "");
     writes = k.writes();
     b.undo(r);  // twice: harmless, and no writes
     CHECK(k.writes() == writes);
-    CHECK(fs.snapshot() == before);
+    CHECK(fs.changes_since(before) == "");
     CHECK(k.refusals().empty());
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("a busy device: bounded wait, then a clear error", "[devices]") {
         CHECK_THAT(err, Catch::Contains("drivers/nvidia/unbind"));
         CHECK(fs.driver_of(gpu.str()) == "nvidia");
         b.undo(r);  // the override written before the unbind goes back
-        CHECK(fs.snapshot() == before);
+        CHECK(fs.changes_since(before) == "");
     }
     CHECK(k.refusals().empty());
 }
@@ -273,7 +273,7 @@ TEST_CASE("GPU and its audio function travel together", "[devices]") {
     for (auto it = records.rbegin(); it != records.rend(); ++it) b.undo(*it);
     CHECK(fs.driver_of("0000:3b:00.0") == "nvidia");
     CHECK(fs.driver_of("0000:3b:00.1") == "snd_hda_intel");
-    CHECK(fs.snapshot() == before);
+    CHECK(fs.changes_since(before) == "");
     CHECK(k.refusals().empty());
 }
 
