@@ -1,0 +1,91 @@
+# Shared definitions for tests/cluster/{up,down,env}. Sourced, not executed.
+# shellcheck shell=bash
+
+SVM_CLUSTER_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SVM_REPO="$(cd "$SVM_CLUSTER_SRC/../.." && pwd)"
+SVM_CLUSTER_DIR="${SVM_CLUSTER_DIR:-/var/tmp/slurm-vm-cluster}"
+SVM_BUILD_DIR="${SVM_BUILD_DIR:-$SVM_REPO/build}"
+
+# Everything the cluster listens on is on 127.0.0.1, on ports no stock install uses.
+SVM_CTLD_PORT=17817
+SVM_DBD_PORT=17819
+SVM_SLURMD_PORT_FIRST=17821 # node1; node2 = +1, node3 = +2
+SVM_MYSQL_PORT=17806
+SVM_NODES=(node1 node2 node3)
+
+# Guest network: a namespace of our own with a bridge inside it.
+SVM_NETNS=slurmvm
+SVM_BRIDGE=svmbr0
+SVM_BRIDGE_ADDR=10.213.0.1/16
+
+# Daemons started by `up` carry this variable in their environment (and so do
+# their children, e.g. slurmstepd), so that `down` can find exactly them.
+SVM_MARK_VAR=SVM_TEST_CLUSTER
+
+ETC="$SVM_CLUSTER_DIR/etc"
+LOG="$SVM_CLUSTER_DIR/log"
+SPOOL="$SVM_CLUSTER_DIR/spool"
+RUN="$SVM_CLUSTER_DIR/run"
+BIN="$SVM_CLUSTER_DIR/bin"
+DB="$SVM_CLUSTER_DIR/mysql"
+export SLURM_CONF="$ETC/slurm.conf"
+
+say() { printf '[cluster] %s\n' "$*" >&2; }
+die() { printf '[cluster] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# pid_alive PIDFILE [EXE-SUBSTRING]: true if the pid file names a live process
+# (whose command line contains EXE-SUBSTRING, when given).
+pid_alive() {
+    local f="$1" want="${2:-}" pid cmd
+    [[ -r "$f" ]] || return 1
+    pid="$(tr -dc '0-9' <"$f")"
+    [[ -n "$pid" && -d "/proc/$pid" ]] || return 1
+    if [[ -n "$want" ]]; then
+        cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+        [[ "$cmd" == *"$want"* ]] || return 1
+    fi
+    return 0
+}
+
+pid_of() { tr -dc '0-9' <"$1"; }
+
+# marked_pids: pids of processes that carry our mark (daemons started by `up`
+# for this cluster dir, and their descendants such as slurmstepd).
+marked_pids() {
+    local p env
+    for p in /proc/[0-9]*; do
+        p="${p#/proc/}"
+        [[ "$p" == "$$" || "$p" == "$BASHPID" ]] && continue
+        env="$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)" || continue
+        if grep -qxF "$SVM_MARK_VAR=$SVM_CLUSTER_DIR" <<<"$env"; then
+            echo "$p"
+        fi
+    done
+}
+
+# cmdline_pids PATTERN...: pids whose command line contains any PATTERN
+# (fixed strings) and whose executable name starts with qemu-system.
+qemu_pids() {
+    local p cmd exe
+    for p in /proc/[0-9]*; do
+        p="${p#/proc/}"
+        exe="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | head -n1)" || continue
+        [[ "$(basename -- "$exe" 2>/dev/null)" == qemu-system* ]] || continue
+        cmd="$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+        for pat in "$@"; do
+            if [[ "$cmd" == *"$pat"* ]]; then echo "$p"; break; fi
+        done
+    done
+}
+
+# cgroup_pids: pids still inside the job cgroups of our three slurmd (cgroup v1
+# puts them under /sys/fs/cgroup/<controller>/slurm_<node>/...).
+cgroup_pids() {
+    local n
+    for n in "${SVM_NODES[@]}"; do
+        for c in /sys/fs/cgroup/*/slurm_"$n"; do
+            [[ -d "$c" ]] || continue
+            find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null
+        done
+    done | sort -un
+}
