@@ -41,7 +41,7 @@ pid_alive() {
     pid="$(tr -dc '0-9' <"$f")"
     [[ -n "$pid" && -d "/proc/$pid" ]] || return 1
     if [[ -n "$want" ]]; then
-        cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+        cmd="$( { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)" || return 1
         [[ "$cmd" == *"$want"* ]] || return 1
     fi
     return 0
@@ -52,26 +52,25 @@ pid_of() { tr -dc '0-9' <"$1"; }
 # marked_pids: pids of processes that carry our mark (daemons started by `up`
 # for this cluster dir, and their descendants such as slurmstepd).
 marked_pids() {
-    local p env
+    local p
     for p in /proc/[0-9]*; do
         p="${p#/proc/}"
         [[ "$p" == "$$" || "$p" == "$BASHPID" ]] && continue
-        env="$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)" || continue
-        if grep -qxF "$SVM_MARK_VAR=$SVM_CLUSTER_DIR" <<<"$env"; then
+        if grep -qsxzF "$SVM_MARK_VAR=$SVM_CLUSTER_DIR" "/proc/$p/environ" 2>/dev/null; then
             echo "$p"
         fi
     done
 }
 
-# cmdline_pids PATTERN...: pids whose command line contains any PATTERN
-# (fixed strings) and whose executable name starts with qemu-system.
+# qemu_pids PATTERN...: pids of qemu-system-* processes whose command line
+# contains any PATTERN (fixed strings).
 qemu_pids() {
     local p cmd exe
     for p in /proc/[0-9]*; do
         p="${p#/proc/}"
-        exe="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | head -n1)" || continue
+        exe="$( { tr '\0' '\n' <"/proc/$p/cmdline"; } 2>/dev/null | head -n1)" || continue
         [[ "$(basename -- "$exe" 2>/dev/null)" == qemu-system* ]] || continue
-        cmd="$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+        cmd="$( { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)"
         for pat in "$@"; do
             if [[ "$cmd" == *"$pat"* ]]; then echo "$p"; break; fi
         done
