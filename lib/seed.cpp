@@ -50,7 +50,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "umask 022\n";
     s += "echo " + q(trim(k.host_public)) + " >/etc/ssh/slurm-vm/ssh_host_ed25519_key.pub\n";
     s += "echo " + q(trim(k.user_public)) + " >/etc/ssh/slurm-vm/authorized_keys\n";
-    s += "echo " + q("* " + trim(k.host_public)) + " >/etc/ssh/ssh_known_hosts\n";
+    s += "cat >/etc/ssh/ssh_known_hosts <<'SVM_EOF'\n" + k.known_hosts + "SVM_EOF\n";
     s += "umask 077\n";
     s += "cat >/etc/ssh/slurm-vm/id_ed25519 <<'SVM_EOF'\n" + k.user_private + "SVM_EOF\n";
     s += "umask 022\n";

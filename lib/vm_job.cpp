@@ -19,7 +19,7 @@
 #include "libvirt_session.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
-#include "ssh_keys.hpp"
+#include "job_keys.hpp"
 
 namespace svm {
 
@@ -284,14 +284,18 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             p.peers.push_back({req.node, p.hostname, ""});
         }
 
-        // 3. Keys: the job's user key (host side and guests) and the guests' host key.
-        std::string comment = "slurm-vm job " + std::to_string(req.job_id);
-        KeyPair user_key = generate_ed25519(comment);
-        KeyPair host_key = generate_ed25519(comment + " host");
+        // 3. Keys, derived from the site secret: the same on every node of the
+        // job, so guests trust each other's host keys and the job's user key.
+        std::string secret = read_site_secret(cfg.secret_file);
+        KeyPair user_key = job_user_key(secret, req.job_id, p.uid);
+        KeyPair host_key = guest_host_key(secret, req.job_id, req.node);
         write_file_atomic(p.user_key(), user_key.private_key, 0600);
         chown_mode(p.user_key(), p.uid, p.gid, 0600);
         std::string kh;
-        for (const auto& peer : p.peers) kh += peer.hostname + " " + trim(host_key.public_key) + "\n";
+        for (const auto& peer : p.peers) {
+            std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip);
+            kh += names + " " + trim(guest_host_key(secret, req.job_id, peer.node).public_key) + "\n";
+        }
         write_file_atomic(p.known_hosts(), kh, 0644);
 
         gid_t qgid = qemu_group_gid(p.gid);
@@ -303,7 +307,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         chown_mode(p.overlay(), 0, qgid, 0660);
 
         // 5. The seed and the console log.
-        SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key};
+        SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key, kh};
         build_seed_iso(p, sk, p.seed());
         chown_mode(p.seed(), 0, qgid, 0640);
         write_file_atomic(p.console_log(), "", 0640);

@@ -202,7 +202,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     auto p = sample_plan();
     svm::SeedKeys k{"ssh-ed25519 AAAAuser c", "-----BEGIN OPENSSH PRIVATE KEY-----\nu\n-----END OPENSSH PRIVATE KEY-----\n",
                     "-----BEGIN OPENSSH PRIVATE KEY-----\nh\n-----END OPENSSH PRIVATE KEY-----\n",
-                    "ssh-ed25519 AAAAhost c"};
+                    "ssh-ed25519 AAAAhost c", "node1-vm,10.213.43.10 ssh-ed25519 AAAAhost1\nnode2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n"};
     CHECK(svm::seed_meta_data(p) == "instance-id: slurm-vm-42-node1\nlocal-hostname: node1-vm\n");
     CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
     std::string ud = svm::seed_user_data(p, k);
@@ -211,6 +211,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
     CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
+    CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
     auto syntax = svm::run({"/bin/sh", "-n"}, {.stdin_data = ud});
     CHECK(syntax.status == 0);
     std::string d = tempdir();
@@ -243,4 +244,34 @@ TEST_CASE("the remote command recreates the task's environment and directory", "
     CHECK(std::find(a.begin(), a.end(), "ProxyCommand=/usr/libexec/slurm-vm/slurm-vm-exec --proxy "
                                         "/run/slurm-vm/node1/job_42/ssh.sock") != a.end());
     CHECK(a.back() == "node1-vm");
+}
+
+#include "job_keys.hpp"
+
+TEST_CASE("derived job keys are valid OpenSSH keys, the same on every node, distinct per job and guest", "[core]") {
+    std::string secret(48, 'k');
+    auto a = svm::job_user_key(secret, 42, 2001);
+    auto b = svm::job_user_key(secret, 42, 2001);
+    CHECK(a.private_key == b.private_key);
+    CHECK(a.public_key != svm::job_user_key(secret, 43, 2001).public_key);
+    CHECK(a.public_key != svm::job_user_key(std::string(48, 'x'), 42, 2001).public_key);
+    auto h1 = svm::guest_host_key(secret, 42, "node1"), h2 = svm::guest_host_key(secret, 42, "node2");
+    CHECK(h1.public_key != h2.public_key);
+    std::string d = tempdir();
+    svm::write_file_atomic(d + "/k", a.private_key, 0600);
+    // OpenSSH itself must accept the private key and derive the same public key.
+    auto r = svm::run({"ssh-keygen", "-y", "-f", d + "/k"});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(svm::trim(r.out) == svm::trim(a.public_key));
+    // RFC 8032 test vector 1: the public key of this seed.
+    std::string seed;
+    const char* hex = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+    for (int i = 0; i < 64; i += 2) seed += static_cast<char>(std::stoi(std::string(hex + i, 2), nullptr, 16));
+    auto v = svm::ed25519_from_seed(seed, "t");
+    svm::write_file_atomic(d + "/v.pub", v.public_key, 0644);
+    auto fp = svm::run({"ssh-keygen", "-l", "-f", d + "/v.pub"});
+    CHECK(fp.status == 0);
+    CHECK(v.public_key.rfind("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINdamAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1Ea", 0) == 0);
+    svm::remove_tree(d);
 }
