@@ -210,12 +210,14 @@ std::vector<PciDevice> scan_pci_devices(const SysfsRoot& root) {
     if (acc) {
         acc->error = pci_error_cb;
         acc->warning = pci_quiet_cb;
+        acc->debug = pci_quiet_cb;
         for (auto& d : out) {
             char buf[256];
             const char* n = pci_lookup_name(acc.get(), buf, sizeof buf, PCI_LOOKUP_VENDOR | PCI_LOOKUP_DEVICE |
                                                                           PCI_LOOKUP_NO_NUMBERS,
                                             d.vendor, d.device);
-            if (n) d.name = n;
+            // Unknown IDs come back as "Device 2335": not a name.
+            if (n && std::string(n).compare(0, 7, "Device ") != 0 && std::string(n) != "<unknown>") d.name = n;
         }
     }
     return out;

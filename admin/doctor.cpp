@@ -1,0 +1,107 @@
+// slurm-vm doctor: is this node ready for VM jobs? One line per check, with
+// the fix for each failure; exit status 1 when any check fails.
+#include <cstdio>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "commands.hpp"
+#include "device_config.hpp"
+#include "doctor.hpp"
+#include "error.hpp"
+#include "json.hpp"
+#include "sysfs.hpp"
+
+namespace svm::admin {
+
+std::optional<DeviceConfig> load_admin_device_config(const std::string& explicit_path);  // inventory.cpp
+
+namespace {
+
+const char* kDoctorHelp =
+    "usage: slurm-vm doctor [--root DIR] [--config FILE] [--json] [--skip CHECK[,CHECK...]]\n"
+    "\n"
+    "Check this node's readiness for VM jobs, one check at a time. Each prints\n"
+    "OK, WARN, FAIL or SKIP and, for failures and warnings, the fix.\n"
+    "\n"
+    "Checks:\n"
+    "  iommu                IOMMU on (groups in /sys/kernel/iommu_groups; kernel\n"
+    "                       command line intel_iommu=on / amd_iommu=on)\n"
+    "  interrupt-remapping  interrupt remapping on; vfio_iommu_type1\n"
+    "                       allow_unsafe_interrupts off (unless the site policy\n"
+    "                       devices.policy.allow_unsafe_interrupts accepts it)\n"
+    "  vfio-pci             the vfio-pci driver is loaded\n"
+    "  gpus                 each configured GPU can be given to a job: IOMMU group\n"
+    "                       viable, reset method present\n"
+    "  vfs                  each configured VF provider has its VFs created\n"
+    "  hugepages            hugepages reserved (a warning only)\n"
+    "  qemu                 a QEMU binary is installed (and the libvirt version)\n"
+    "  slurm                Slurm settings (a hook: not checked yet)\n"
+    "\n"
+    "Options:\n"
+    "  --root DIR     read sysfs, /proc and /dev under DIR instead of / (binaries\n"
+    "                 are still looked up on this host)\n"
+    "  --config FILE  node configuration (its \"devices\" object; default\n"
+    "                 " SVM_SYSCONFDIR "/slurm-vm.json when it exists)\n"
+    "  --json         print {\"ok\": bool, \"checks\": [{name,status,message,fix}]}\n"
+    "  --skip LIST    comma-separated checks not to run (e.g. qemu,slurm)\n"
+    "  -h, --help     show this help\n"
+    "\n"
+    "Exit status: 0 when no check fails (warnings allowed), 1 when one fails,\n"
+    "2 on a usage error.\n";
+
+}  // namespace
+
+int cmd_doctor(const Args& args) {
+    std::string root = "/", config;
+    bool json = false;
+    DoctorOptions opts;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        std::string val;
+        auto take = [&](const std::string& name) {
+            if (a == name) {
+                if (i + 1 >= args.size()) {
+                    std::fprintf(stderr, "slurm-vm doctor: %s needs a value\n", name.c_str());
+                    return -1;
+                }
+                val = args[++i];
+                return 1;
+            }
+            if (a.compare(0, name.size() + 1, name + "=") == 0) {
+                val = a.substr(name.size() + 1);
+                return 1;
+            }
+            return 0;
+        };
+        int r;
+        if (a == "-h" || a == "--help") {
+            std::fputs(kDoctorHelp, stdout);
+            return 0;
+        } else if (a == "--json") {
+            json = true;
+        } else if ((r = take("--root")) != 0) {
+            if (r < 0) return 2;
+            root = val;
+        } else if ((r = take("--config")) != 0) {
+            if (r < 0) return 2;
+            config = val;
+        } else if ((r = take("--skip")) != 0) {
+            if (r < 0) return 2;
+            std::stringstream in(val);
+            std::string s;
+            while (std::getline(in, s, ',')) opts.skip.push_back(s);
+        } else {
+            std::fprintf(stderr, "slurm-vm doctor: unknown option '%s'\n%s", a.c_str(), kDoctorHelp);
+            return 2;
+        }
+    }
+    auto cfg = load_admin_device_config(config);
+    SysfsRoot sysroot(root);
+    auto results = run_doctor(sysroot, cfg ? &*cfg : nullptr, opts);
+    if (json) std::printf("%s\n", json_dump(doctor_to_json(results).get(), true).c_str());
+    else std::fputs(format_doctor(results).c_str(), stdout);
+    return doctor_failed(results) ? 1 : 0;
+}
+
+}  // namespace svm::admin

@@ -1,0 +1,262 @@
+#include "doctor.hpp"
+
+#include <libvirt/libvirt.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "device_plan.hpp"
+#include "fs.hpp"
+#include "iommu_group.hpp"
+#include "pci_device.hpp"
+
+namespace svm {
+
+const char* check_status_str(CheckStatus s) {
+    switch (s) {
+    case CheckStatus::ok: return "OK";
+    case CheckStatus::warn: return "WARN";
+    case CheckStatus::fail: return "FAIL";
+    default: return "SKIP";
+    }
+}
+
+std::vector<CheckResult> check_slurm_settings() {
+    return {{"slurm", CheckStatus::skip, "Slurm settings (plugstack.conf, PrologFlags, gres.conf) are not checked yet", ""}};
+}
+
+namespace {
+
+CheckResult result(std::string name, CheckStatus s, std::string msg, std::string fix = "") {
+    return {std::move(name), s, std::move(msg), std::move(fix)};
+}
+
+std::vector<CheckResult> check_iommu(const SysfsRoot& root, const IommuState& st) {
+    std::vector<CheckResult> out;
+    if (st.enabled) {
+        out.push_back(result("iommu", CheckStatus::ok,
+                             "IOMMU on (" + std::to_string(st.group_count) + " groups" +
+                                 (st.vendor.empty() ? "" : ", " + st.vendor) + ")"));
+    } else {
+        out.push_back(result("iommu", CheckStatus::fail,
+                             "IOMMU off: " + root.iommu_groups_dir() + " is empty or missing" +
+                                 (st.cmdline_requests_iommu ? " although the kernel command line asks for it"
+                                                            : "; the kernel command line has no intel_iommu=on/amd_iommu=on"),
+                             iommu_fix_hint(st)));
+    }
+    return out;
+}
+
+std::vector<CheckResult> check_interrupts(const SysfsRoot& root, const IommuState& st, const DeviceConfig* cfg) {
+    std::vector<CheckResult> out;
+    bool allowed = cfg && cfg->policy.allow_unsafe_interrupts;
+    std::string policy_fix = "or set devices.policy.allow_unsafe_interrupts to accept the risk";
+    if (st.interrupt_remapping == Tristate::yes) {
+        out.push_back(result("interrupt-remapping", CheckStatus::ok, "interrupt remapping on"));
+    } else if (st.interrupt_remapping == Tristate::no) {
+        out.push_back(result("interrupt-remapping", allowed ? CheckStatus::warn : CheckStatus::fail,
+                             "interrupt remapping off (no IR- domains in " + root.proc("interrupts") +
+                                 ", or intremap=off on the command line)" + (allowed ? "; accepted by site policy" : ""),
+                             "enable x2APIC and interrupt remapping in the firmware and drop intremap=off/nointremap, " +
+                                 policy_fix));
+    } else {
+        out.push_back(result("interrupt-remapping", CheckStatus::warn,
+                             "cannot tell whether interrupt remapping is on (" + root.proc("interrupts") + " unreadable)",
+                             "check dmesg for 'Enabled IRQ remapping'"));
+    }
+    if (st.allow_unsafe_interrupts) {
+        out.push_back(result("unsafe-interrupts", allowed ? CheckStatus::warn : CheckStatus::fail,
+                             "vfio_iommu_type1 allow_unsafe_interrupts=Y (" +
+                                 root.module_param("vfio_iommu_type1", "allow_unsafe_interrupts") + ")",
+                             "remove 'options vfio_iommu_type1 allow_unsafe_interrupts=1' from /etc/modprobe.d, " +
+                                 policy_fix));
+    }
+    return out;
+}
+
+std::vector<CheckResult> check_vfio(const SysfsRoot& root, const IommuState& st) {
+    if (st.vfio_pci_available)
+        return {result("vfio-pci", CheckStatus::ok, "vfio-pci registered (" + root.pci_driver("vfio-pci") + ")")};
+    return {result("vfio-pci", CheckStatus::fail, "vfio-pci is not loaded (" + root.pci_driver("vfio-pci") + " missing)",
+                   "modprobe vfio-pci, and load it at boot: echo vfio-pci > /etc/modules-load.d/vfio-pci.conf")};
+}
+
+std::vector<CheckResult> check_gpus(const SysfsRoot& root, const DeviceConfig* cfg) {
+    std::vector<CheckResult> out;
+    if (!cfg || cfg->gpus.empty()) {
+        out.push_back(result("gpus", CheckStatus::warn, "no GPUs configured (devices.gpus)",
+                             "list the passthrough GPUs in the node configuration; see slurm-vm inventory"));
+        return out;
+    }
+    for (const auto& g : cfg->gpus) {
+        std::string name = "gpu " + g.pci.str();
+        try {
+            // A job given this GPU (with the configured GPUs of its IOMMU group,
+            // which gres.conf must hand out together) must be plannable.
+            std::vector<PciAddress> together{g.pci};
+            if (auto grp = read_pci_device(root, g.pci).iommu_group) {
+                for (const auto& other : cfg->gpus) {
+                    if (other.pci == g.pci || !pci_device_exists(root, other.pci)) continue;
+                    if (read_pci_device(root, other.pci).iommu_group == grp) together.push_back(other.pci);
+                }
+            }
+            DevicePlan p = plan_devices_for(root, *cfg, together);
+            std::string msg = "usable: IOMMU group " + std::to_string(p.devices.front().iommu_group);
+            if (p.devices.size() > 1) msg += " with " + std::to_string(p.devices.size() - 1) + " companion function(s)";
+            msg += p.numa_node ? ", NUMA node " + std::to_string(*p.numa_node) : ", NUMA node unknown";
+            out.push_back(result(name, CheckStatus::ok, msg));
+        } catch (const Error& e) {
+            std::string reason = e.chain();
+            std::string fix = "see the message; slurm-vm inventory shows the group members";
+            auto semi = reason.find("; ");
+            if (semi != std::string::npos) {
+                fix = reason.substr(semi + 2);
+                reason = reason.substr(0, semi);
+            }
+            out.push_back(result(name, CheckStatus::fail, reason, fix));
+        }
+    }
+    return out;
+}
+
+std::vector<CheckResult> check_vfs(const SysfsRoot& root, const DeviceConfig* cfg) {
+    std::vector<CheckResult> out;
+    if (!cfg || cfg->vf_providers.empty()) {
+        out.push_back(result("vfs", CheckStatus::warn, "no VF providers configured (devices.vf_providers): jobs get no InfiniBand VF",
+                             "list the HCA physical functions in devices.vf_providers"));
+        return out;
+    }
+    for (const auto& p : cfg->vf_providers) {
+        std::string name = "vfs " + p.pci.str();
+        try {
+            PciDevice d = read_pci_device(root, p.pci);
+            std::string numvfs = root.pci_attr(p.pci, "sriov_numvfs");
+            if (!d.sriov_capable) {
+                out.push_back(result(name, CheckStatus::fail, "not SR-IOV capable (" + root.pci_attr(p.pci, "sriov_totalvfs") + " missing)",
+                                     "enable SR-IOV in the firmware and in the HCA (mlxconfig SRIOV_EN=1 NUM_OF_VFS=N)"));
+            } else if (d.virtfns.empty()) {
+                out.push_back(result(name, CheckStatus::fail,
+                                     "no VFs (sriov_numvfs is " + std::to_string(d.sriov_numvfs) + " of " +
+                                         std::to_string(d.sriov_totalvfs) + ")",
+                                     "create them at boot: echo " + std::to_string(d.sriov_totalvfs) + " > " + numvfs));
+            } else {
+                out.push_back(result(name, CheckStatus::ok,
+                                     std::to_string(d.virtfns.size()) + " VFs of " + std::to_string(d.sriov_totalvfs) +
+                                         (d.numa_node >= 0 ? ", NUMA node " + std::to_string(d.numa_node) : "")));
+            }
+        } catch (const Error& e) {
+            out.push_back(result(name, CheckStatus::fail, e.chain(), "fix devices.vf_providers or the hardware"));
+        }
+    }
+    return out;
+}
+
+std::vector<CheckResult> check_hugepages(const SysfsRoot& root) {
+    long total_kb = 0;
+    std::string detail;
+    for (const auto& h : list_dir(root.path("sys/kernel/mm/hugepages"))) {
+        auto v = root.read_attr(root.path("sys/kernel/mm/hugepages/" + h + "/nr_hugepages"));
+        long n = v ? std::atol(v->c_str()) : 0;
+        long size_kb = std::atol(h.c_str() + std::string("hugepages-").size());
+        total_kb += n * size_kb;
+        detail += (detail.empty() ? "" : ", ") + h.substr(10) + ": " + std::to_string(n);
+    }
+    if (total_kb > 0)
+        return {result("hugepages", CheckStatus::ok, std::to_string(total_kb / 1024) + " MiB reserved (" + detail + ")")};
+    return {result("hugepages", CheckStatus::warn,
+                   "no hugepages reserved" + (detail.empty() ? std::string("") : " (" + detail + ")") +
+                       "; guests use normal pages (slower DMA mapping, more TLB misses)",
+                   "reserve them at boot: hugepagesz=1G hugepages=N on the kernel command line")};
+}
+
+std::vector<CheckResult> check_qemu(const DoctorOptions& opts) {
+    std::string found;
+    for (const auto& b : opts.qemu_binaries)
+        if (::access(b.c_str(), X_OK) == 0) {
+            found = b;
+            break;
+        }
+    unsigned long ver = 0;
+    std::string lib = virGetVersion(&ver, nullptr, nullptr) == 0
+                          ? "libvirt " + std::to_string(ver / 1000000) + "." + std::to_string(ver / 1000 % 1000) + "." +
+                                std::to_string(ver % 1000)
+                          : "libvirt version unknown";
+    if (found.empty())
+        return {result("qemu", CheckStatus::fail, "no QEMU binary found (" + lib + ")",
+                       "install qemu-system-x86 (Debian) or qemu-kvm")};
+    return {result("qemu", CheckStatus::ok, found + " present, " + lib)};
+}
+
+bool skipped(const DoctorOptions& opts, const std::string& name) {
+    std::string first = name.substr(0, name.find(' '));
+    return std::find(opts.skip.begin(), opts.skip.end(), name) != opts.skip.end() ||
+           std::find(opts.skip.begin(), opts.skip.end(), first) != opts.skip.end();
+}
+
+}  // namespace
+
+std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts) {
+    IommuState st = read_iommu_state(root);
+    std::vector<std::pair<std::string, std::function<std::vector<CheckResult>()>>> checks = {
+        {"iommu", [&] { return check_iommu(root, st); }},
+        {"interrupt-remapping", [&] { return check_interrupts(root, st, cfg); }},
+        {"vfio-pci", [&] { return check_vfio(root, st); }},
+        {"gpus", [&] { return check_gpus(root, cfg); }},
+        {"vfs", [&] { return check_vfs(root, cfg); }},
+        {"hugepages", [&] { return check_hugepages(root); }},
+        {"qemu", [&] { return check_qemu(opts); }},
+        {"slurm", [&] { return opts.slurm_check ? opts.slurm_check() : check_slurm_settings(); }},
+    };
+    std::vector<CheckResult> out;
+    for (const auto& [name, fn] : checks) {
+        if (skipped(opts, name)) {
+            out.push_back(result(name, CheckStatus::skip, "skipped (--skip)"));
+            continue;
+        }
+        try {
+            for (auto& r : fn())
+                if (!skipped(opts, r.name)) out.push_back(std::move(r));
+        } catch (const Error& e) {
+            out.push_back(result(name, CheckStatus::fail, "check failed: " + e.chain(), "see the message"));
+        }
+    }
+    return out;
+}
+
+bool doctor_failed(const std::vector<CheckResult>& results) {
+    return std::any_of(results.begin(), results.end(), [](const CheckResult& r) { return r.status == CheckStatus::fail; });
+}
+
+Json doctor_to_json(const std::vector<CheckResult>& results) {
+    Json j(json_object());
+    json_t* arr = json_array();
+    for (const auto& r : results) {
+        json_t* o = json_object();
+        json_object_set_new(o, "name", json_string(r.name.c_str()));
+        json_object_set_new(o, "status", json_string(check_status_str(r.status)));
+        json_object_set_new(o, "message", json_string(r.message.c_str()));
+        json_object_set_new(o, "fix", r.fix.empty() ? json_null() : json_string(r.fix.c_str()));
+        json_array_append_new(arr, o);
+    }
+    json_object_set_new(j.get(), "checks", arr);
+    json_object_set_new(j.get(), "ok", json_boolean(!doctor_failed(results)));
+    return j;
+}
+
+std::string format_doctor(const std::vector<CheckResult>& results) {
+    std::string out;
+    int fails = 0, warns = 0;
+    for (const auto& r : results) {
+        char tag[16];
+        std::snprintf(tag, sizeof tag, "[%-4s]", check_status_str(r.status));
+        out += std::string(tag) + " " + r.name + ": " + r.message + "\n";
+        if (!r.fix.empty() && (r.status == CheckStatus::fail || r.status == CheckStatus::warn))
+            out += "       fix: " + r.fix + "\n";
+        fails += r.status == CheckStatus::fail;
+        warns += r.status == CheckStatus::warn;
+    }
+    out += "\n" + std::to_string(fails) + " failed, " + std::to_string(warns) + " warning(s)\n";
+    return out;
+}
+
+}  // namespace svm

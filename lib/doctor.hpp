@@ -1,0 +1,42 @@
+// The checks of `slurm-vm doctor`: one result per check, each with the fix
+// for a failure. The command exits non-zero when any check fails.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "device_config.hpp"
+#include "json.hpp"
+#include "sysfs.hpp"
+
+namespace svm {
+
+enum class CheckStatus { ok, warn, fail, skip };
+const char* check_status_str(CheckStatus s);  // "OK", "WARN", "FAIL", "SKIP"
+
+struct CheckResult {
+    std::string name;     // "iommu", "interrupt-remapping", "vfio-pci", "gpu 0000:3b:00.0", ...
+    CheckStatus status = CheckStatus::ok;
+    std::string message;  // what was found
+    std::string fix;      // what to do (failures and warnings)
+};
+
+struct DoctorOptions {
+    std::vector<std::string> skip;        // check names (or their first word) not to run
+    // Where to look for QEMU (host paths, not under the root).
+    std::vector<std::string> qemu_binaries = {"/usr/bin/qemu-system-x86_64", "/usr/libexec/qemu-kvm",
+                                              "/usr/bin/qemu-kvm"};
+    // The Slurm settings check; default check_slurm_settings().
+    std::function<std::vector<CheckResult>()> slurm_check;
+};
+
+// Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
+// SKIP until that part of slurm-vm provides its own checks.
+std::vector<CheckResult> check_slurm_settings();
+
+std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
+bool doctor_failed(const std::vector<CheckResult>& results);
+Json doctor_to_json(const std::vector<CheckResult>& results);
+std::string format_doctor(const std::vector<CheckResult>& results);
+
+}  // namespace svm

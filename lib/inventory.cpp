@@ -1,0 +1,154 @@
+#include "inventory.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "fs.hpp"
+#include "iommu_group.hpp"
+#include "pci_device.hpp"
+
+namespace svm {
+
+static Json node_facts(const SysfsRoot& root) {
+    IommuState st = read_iommu_state(root);
+    Json n(json_object());
+    json_object_set_new(n.get(), "iommu_enabled", json_boolean(st.enabled));
+    json_object_set_new(n.get(), "iommu_groups", json_integer(st.group_count));
+    json_object_set_new(n.get(), "iommu_vendor", st.vendor.empty() ? json_null() : json_string(st.vendor.c_str()));
+    json_object_set_new(n.get(), "cmdline_requests_iommu", json_boolean(st.cmdline_requests_iommu));
+    json_object_set_new(n.get(), "interrupt_remapping", json_string(tristate_str(st.interrupt_remapping)));
+    json_object_set_new(n.get(), "allow_unsafe_interrupts", json_boolean(st.allow_unsafe_interrupts));
+    json_object_set_new(n.get(), "vfio_pci", json_boolean(st.vfio_pci_available));
+    json_t* nodes = json_array();
+    for (const auto& name : list_dir(root.path("sys/devices/system/node"))) {
+        if (name.compare(0, 4, "node") != 0 || name.size() == 4) continue;
+        int id = std::atoi(name.c_str() + 4);
+        json_t* o = json_object();
+        json_object_set_new(o, "node", json_integer(id));
+        json_object_set_new(o, "cpus", json_string(root.read_attr(root.node_cpulist(id)).value_or("").c_str()));
+        json_array_append_new(nodes, o);
+    }
+    json_object_set_new(n.get(), "numa_nodes", nodes);
+    json_t* huge = json_object();
+    for (const auto& h : list_dir(root.path("sys/kernel/mm/hugepages"))) {
+        auto v = root.read_attr(root.path("sys/kernel/mm/hugepages/" + h + "/nr_hugepages"));
+        if (v) json_object_set_new(huge, h.c_str(), json_integer(std::atoll(v->c_str())));
+    }
+    json_object_set_new(n.get(), "hugepages", huge);
+    return n;
+}
+
+Json build_inventory(const SysfsRoot& root, const DeviceConfig* cfg, const InventoryOptions& opts) {
+    Json inv(json_object());
+    json_object_set_new(inv.get(), "root", json_string(root.root().c_str()));
+    json_object_set(inv.get(), "node", node_facts(root).get());
+    json_t* devs = json_array();
+    for (const auto& d : scan_pci_devices(root)) {
+        std::string configured;
+        if (cfg && cfg->gpu_by_pci(d.address)) configured = "gpu";
+        if (cfg)
+            for (const auto& p : cfg->vf_providers)
+                if (p.pci == d.address) configured = "vf_provider";
+        std::string kind = d.kind();
+        bool interesting = kind == "gpu" || kind == "infiniband" || kind == "ethernet" || kind == "network";
+        if (d.physfn) interesting = false;  // VFs are listed under their PF
+        if (!opts.all && !interesting && configured.empty()) continue;
+
+        Json j = d.to_json();
+        json_object_set_new(j.get(), "configured", configured.empty() ? json_null() : json_string(configured.c_str()));
+        json_t* members = json_array();
+        json_t* problems = json_array();
+        if (d.iommu_group) {
+            for (const auto& m : iommu_group_details(root, *d.iommu_group)) {
+                if (m.address == d.address) continue;
+                json_t* o = json_object();
+                json_object_set_new(o, "address", json_string(m.address.str().c_str()));
+                json_object_set_new(o, "driver", m.driver.empty() ? json_null() : json_string(m.driver.c_str()));
+                json_object_set_new(o, "bridge", json_boolean(m.bridge));
+                json_array_append_new(members, o);
+                if (!m.bridge && !m.address.same_slot(d.address) && !is_vfio_safe_driver(m.driver))
+                    json_array_append_new(problems, json_string(("IOMMU group shared with " + m.address.str() + " (" +
+                                                                 (m.driver.empty() ? std::string("no driver") : m.driver) + ")")
+                                                                    .c_str()));
+            }
+        } else {
+            json_array_append_new(problems, json_string("no IOMMU group"));
+        }
+        if (!d.can_reset()) json_array_append_new(problems, json_string("no reset method"));
+        if (d.sriov_capable && d.sriov_numvfs == 0) json_array_append_new(problems, json_string("no VFs created"));
+        json_object_set_new(j.get(), "group_members", members);
+        json_object_set_new(j.get(), "problems", problems);
+        json_array_append(devs, j.get());
+    }
+    json_object_set_new(inv.get(), "devices", devs);
+    return inv;
+}
+
+std::string format_inventory_table(const json_t* inv) {
+    std::string out;
+    const json_t* node = json_object_get(inv, "node");
+    auto b = [&](const char* k) { return json_is_true(json_object_get(node, k)) ? "yes" : "no"; };
+    out += std::string("IOMMU: ") + b("iommu_enabled") + " (" +
+           std::to_string(json_integer_value(json_object_get(node, "iommu_groups"))) + " groups)" +
+           "   interrupt remapping: " + json_string_value(json_object_get(node, "interrupt_remapping")) +
+           "   allow_unsafe_interrupts: " + b("allow_unsafe_interrupts") + "   vfio-pci: " + b("vfio_pci") + "\n";
+    size_t i;
+    json_t* n;
+    json_array_foreach(json_object_get(node, "numa_nodes"), i, n) {
+        out += "NUMA node " + std::to_string(json_integer_value(json_object_get(n, "node"))) + ": CPUs " +
+               json_string_value(json_object_get(n, "cpus")) + "\n";
+    }
+    out += "\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"ADDRESS", "ID", "KIND", "DRIVER", "NUMA", "CPUS", "GROUP", "RESET", "SR-IOV", "NOTES"});
+    json_t* d;
+    json_array_foreach(json_object_get(inv, "devices"), i, d) {
+        auto s = [&](const char* k) {
+            json_t* v = json_object_get(d, k);
+            return json_is_string(v) ? std::string(json_string_value(v)) : std::string("-");
+        };
+        std::string group = "-";
+        if (json_t* g = json_object_get(d, "iommu_group"); json_is_integer(g)) {
+            group = std::to_string(json_integer_value(g));
+            size_t k;
+            json_t* m;
+            std::string others;
+            json_array_foreach(json_object_get(d, "group_members"), k, m) {
+                others += (others.empty() ? "" : ",") + std::string(json_string_value(json_object_get(m, "address")));
+            }
+            if (!others.empty()) group += " (+" + others + ")";
+        }
+        std::string resets;
+        size_t k;
+        json_t* r;
+        json_array_foreach(json_object_get(d, "reset_methods"), k, r) resets += (resets.empty() ? "" : ",") + std::string(json_string_value(r));
+        if (resets.empty()) resets = json_is_true(json_object_get(d, "resettable")) ? "yes" : "none";
+        std::string sriov = "-";
+        if (json_t* sv = json_object_get(d, "sriov"); json_is_object(sv))
+            sriov = std::to_string(json_integer_value(json_object_get(sv, "numvfs"))) + "/" +
+                    std::to_string(json_integer_value(json_object_get(sv, "totalvfs")));
+        std::string notes = s("configured") == "-" ? "" : "configured " + s("configured");
+        json_t* p;
+        json_array_foreach(json_object_get(d, "problems"), k, p) notes += (notes.empty() ? "" : "; ") + std::string(json_string_value(p));
+        if (s("name") != "-") notes = s("name") + (notes.empty() ? "" : "; " + notes);
+        rows.push_back({s("address"), s("vendor_device"), s("kind"), s("driver"),
+                        std::to_string(json_integer_value(json_object_get(d, "numa_node"))), s("local_cpus"), group,
+                        resets, sriov, notes});
+    }
+    std::vector<size_t> width(rows[0].size(), 0);
+    for (const auto& row : rows)
+        for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (const auto& row : rows) {
+        std::string line;
+        for (size_t c = 0; c < row.size(); ++c) {
+            line += row[c];
+            if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        out += line + "\n";
+    }
+    if (rows.size() == 1) out += "(no GPU or network function found)\n";
+    return out;
+}
+
+}  // namespace svm
