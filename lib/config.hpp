@@ -29,6 +29,7 @@ struct NodeConfig {
     int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
     int64_t min_guest_memory_mib = 256;
     int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
+    std::string sysfs_root = "/";  // tests point it at a fake tree
     std::string secret_file = SVM_SYSCONFDIR "/secret";  // root-only, same on every node
     std::string default_cmdline = "root=/dev/vda1 rw console=ttyS0";
     std::vector<std::string> allowed_image_dirs;  // empty: any directory

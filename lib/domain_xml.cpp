@@ -1,5 +1,7 @@
 #include "domain_xml.hpp"
 
+#include <cstdio>
+
 #include "cpuset.hpp"
 #include "error.hpp"
 
@@ -36,6 +38,8 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    <vcpupin vcpu='" + std::to_string(i) + "' cpuset='" + std::to_string(s.host_cpus[i]) + "'/>\n";
     x += "    <emulatorpin cpuset='" + format_cpulist(s.host_cpus) + "'/>\n";
     x += "  </cputune>\n";
+    if (s.numa_node >= 0)
+        x += "  <numatune>\n    <memory mode='strict' nodeset='" + std::to_string(s.numa_node) + "'/>\n  </numatune>\n";
     x += "  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n";
     if (!s.kernel.empty()) {
         x += "    <kernel>" + e(s.kernel) + "</kernel>\n";
@@ -94,6 +98,17 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <source path='" + e(s.console_log) + "' append='on'/>\n";
         x += "      <target type='serial' port='0'/>\n";
         x += "    </console>\n";
+    }
+    for (const auto& h : s.hostdevs) {
+        unsigned dom, bus, slot, fn;
+        if (std::sscanf(h.c_str(), "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+            SVM_THROW("domain " + s.name + ": bad PCI address " + h);
+        char a[160];
+        std::snprintf(a, sizeof a, "<address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>", dom, bus,
+                      slot, fn);
+        // managed='no': our device steps bound it to vfio-pci (and give it back).
+        x += "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <driver name='vfio'/>\n";
+        x += std::string("      <source>") + a + "</source>\n    </hostdev>\n";
     }
     x += "    <memballoon model='none'/>\n";
     x += "  </devices>\n";

@@ -25,6 +25,8 @@ struct DomainSpec {
     std::string bridge, mac;         // NIC on this bridge when set
     std::string console_log;         // serial console written to this file
     std::vector<ShareSpec> shares;   // 9p shares (passthrough, as QEMU's user)
+    std::vector<std::string> hostdevs;  // PCI addresses DDDD:BB:DD.F, already on vfio-pci
+    int numa_node = -1;              // bind guest memory to this host node (strict) when >= 0
 };
 
 std::string domain_xml(const DomainSpec& s);

@@ -47,6 +47,12 @@ std::string JobPlan::to_json() const {
     set_str(j, "domain_type", domain_type);
     set_str(j, "emulator", emulator);
     set_int(j, "boot_timeout_s", boot_timeout_s);
+    json_t* hd = json_array();
+    for (const auto& h : hostdevs) json_array_append_new(hd, json_string(h.c_str()));
+    json_object_set_new(j, "hostdevs", hd);
+    set_int(j, "numa_node", numa_node);
+    set_str(j, "device_cpus", device_cpus);
+    set_str(j, "devices_json", devices_json);
     set_int(j, "memory_overhead_mib", memory_overhead_mib);
     set_int(j, "min_guest_memory_mib", min_guest_memory_mib);
     set_int(j, "default_guest_memory_mib", default_guest_memory_mib);
@@ -92,6 +98,10 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.domain_type = s("domain_type");
     p.emulator = s("emulator");
     p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
+    p.hostdevs = json_get_string_array(j, "hostdevs");
+    p.numa_node = static_cast<int>(json_get_int(j, "numa_node").value_or(-1));
+    p.device_cpus = s("device_cpus");
+    p.devices_json = s("devices_json");
     p.memory_overhead_mib = i("memory_overhead_mib");
     p.min_guest_memory_mib = i("min_guest_memory_mib");
     p.default_guest_memory_mib = i("default_guest_memory_mib");

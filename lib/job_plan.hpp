@@ -35,6 +35,10 @@ struct JobPlan {
     std::string bridge, netns;
     std::string domain_type, emulator;
     int boot_timeout_s = 300;
+    std::vector<std::string> hostdevs;  // PCI functions passed through (GPUs, companions, VF)
+    int numa_node = -1;                 // the devices' NUMA node, -1 = none/unknown
+    std::string device_cpus;            // CPUs of that node
+    std::string devices_json;           // what was given (accounting): GPUs and VF
     int64_t memory_overhead_mib = 256, min_guest_memory_mib = 256, default_guest_memory_mib = 1024;
 
     // Files in the job directory.

@@ -16,7 +16,10 @@
 #include <cstring>
 #include <thread>
 
+#include <algorithm>
+
 #include "cgroup.hpp"
+#include "cpuset.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
@@ -138,8 +141,17 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.name = p.domain_name;
     d.type = p.domain_type;
     d.emulator = p.emulator;
-    d.host_cpus = cpus;
     if (cpus.empty()) SVM_THROW("the job has no CPUs on " + p.node);
+    // vCPUs go one-to-one onto the job's CPUs, those on the devices' NUMA
+    // node first (Slurm chose the CPUs; we only order them).
+    d.host_cpus.clear();
+    std::vector<int> local = p.device_cpus.empty() ? std::vector<int>{} : parse_cpulist(p.device_cpus);
+    for (int c : cpus)
+        if (std::find(local.begin(), local.end(), c) != local.end()) d.host_cpus.push_back(c);
+    for (int c : cpus)
+        if (std::find(local.begin(), local.end(), c) == local.end()) d.host_cpus.push_back(c);
+    d.hostdevs = p.hostdevs;
+    d.numa_node = p.numa_node;
     if (mem_limit_bytes) {
         int64_t job_mib = *mem_limit_bytes >> 20;
         d.memory_mib = job_mib - p.memory_overhead_mib;

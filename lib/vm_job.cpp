@@ -19,6 +19,7 @@
 #include "libvirt_session.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "device_steps.hpp"
 #include "job_keys.hpp"
 
 namespace svm {
@@ -77,8 +78,19 @@ void check_boot_file_as_user(const std::string& path, const Credentials& who, co
     if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
 }
 
-std::map<std::string, UndoFn> undo_actions(const NodeConfig&) {
+std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
     std::map<std::string, UndoFn> m;
+    if (cfg.devices) {
+        auto dc = std::make_shared<DeviceConfig>(parse_device_config(cfg.devices.get()));
+        auto root = std::make_shared<SysfsRoot>(cfg.sysfs_root);
+        for (const char* kind : {"vfio_bind", "vf_reservation", "vf_config"}) {
+            std::string k = kind;
+            m[k] = [dc, root, k](const json_t* d) {
+                RealSysfsWriter w;
+                undo_device_step(*root, w, *dc, k, d);
+            };
+        }
+    }
     m["job_dir"] = [](const json_t* d) {
         auto path = json_get_string(d, "path").value_or("");
         if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
@@ -128,6 +140,15 @@ JobRequest job_request_from_env(char** envp) {
     r.kernel = env_get(envp, "SPANK_SLURM_VM_KERNEL");
     r.initrd = env_get(envp, "SPANK_SLURM_VM_INITRD");
     r.cmdline = env_get(envp, "SPANK_SLURM_VM_CMDLINE");
+    std::string gpus = env_get(envp, "SLURM_JOB_GPUS");
+    size_t pos = 0;
+    while (!gpus.empty() && pos <= gpus.size()) {
+        size_t comma = gpus.find(',', pos);
+        std::string t = gpus.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (!t.empty()) r.gpus.push_back(static_cast<int>(parse_u32(t, "SLURM_JOB_GPUS")));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
     return r;
 }
 
@@ -299,6 +320,44 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         write_file_atomic(p.known_hosts(), kh, 0644);
 
         gid_t qgid = qemu_group_gid(p.gid);
+
+        // 3b. Devices: exactly the GPUs Slurm gave the job here (and what
+        // must travel with them), plus a VF when the node provides them.
+        if (!req.gpus.empty() && !cfg.devices) {
+            auto f = teardown_job(cfg, req.job_id);
+            (void)f;
+            return refuse("node " + req.node + " is not configured for GPU passthrough; submit VM jobs with GPUs to "
+                          "nodes whose slurm-vm configuration lists them");
+        }
+        if (cfg.devices) {
+            DeviceConfig dc = parse_device_config(cfg.devices.get());
+            std::vector<PciAddress> allocated;
+            for (int i : req.gpus) {
+                if (i < 0 || static_cast<size_t>(i) >= dc.gpus.size())
+                    SVM_THROW("Slurm allocated GPU index " + std::to_string(i) + " but devices.gpus of " + cfg.path +
+                              " lists only " + std::to_string(dc.gpus.size()) + " (list them in gres.conf order)");
+                allocated.push_back(dc.gpus[static_cast<size_t>(i)].pci);
+            }
+            if (!allocated.empty() || !dc.vf_providers.empty()) {
+                SysfsRoot root(cfg.sysfs_root);
+                DevicePlan plan = plan_devices_for(root, dc, allocated);
+                RealSysfsWriter w;
+                DeviceStepOptions o;
+                o.job = std::to_string(req.job_id);
+                o.want_vf = !dc.vf_providers.empty();
+                o.hostname = req.node;
+                PreparedDevices pd = prepare_devices(root, w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
+                    ledger.record(kind, Json(json_deep_copy(d)));
+                });
+                for (const auto& a : pd.hostdevs) p.hostdevs.push_back(a.str());
+                p.numa_node = pd.numa_node.value_or(-1);
+                p.device_cpus = pd.cpus;
+                Json acct(json_object());
+                json_object_set_new(acct.get(), "plan", plan.to_json().release());
+                if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
+                p.devices_json = json_dump(acct.get());
+            }
+        }
 
         // 4. The overlay: root-owned, backing format pinned, the user's image
         // never opened by root (-u: qemu-img does not open the backing file).

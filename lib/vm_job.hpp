@@ -23,6 +23,7 @@ struct JobRequest {
     std::string node;
     std::string nodelist;
     std::string image, kernel, initrd, cmdline;  // SPANK_SLURM_VM_*
+    std::vector<int> gpus;  // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
 };
 
 // Reads a JobRequest from a prolog/epilog environment.

@@ -275,3 +275,28 @@ TEST_CASE("derived job keys are valid OpenSSH keys, the same on every node, dist
     CHECK(v.public_key.rfind("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINdamAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1Ea", 0) == 0);
     svm::remove_tree(d);
 }
+
+TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, valid for libvirt", "[core]") {
+    svm::DomainSpec s;
+    s.name = "slurm-vm-7-n1";
+    s.type = "kvm";
+    s.host_cpus = {8, 9};
+    s.overlay = "/run/o.qcow2";
+    s.base = "/img.raw";
+    s.base_format = "raw";
+    s.hostdevs = {"0000:3b:00.0", "0000:3b:00.1", "0000:5e:00.3"};
+    s.numa_node = 1;
+    std::string x = svm::domain_xml(s);
+    CHECK(x.find("<memory mode='strict' nodeset='1'/>") != std::string::npos);
+    CHECK(x.find("<hostdev mode='subsystem' type='pci' managed='no'>") != std::string::npos);
+    CHECK(x.find("<address domain='0x0000' bus='0x3b' slot='0x00' function='0x1'/>") != std::string::npos);
+    CHECK(x.find("<address domain='0x0000' bus='0x5e' slot='0x00' function='0x3'/>") != std::string::npos);
+    std::string d = tempdir();
+    svm::write_file_atomic(d + "/d.xml", x);
+    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    s.hostdevs = {"nonsense"};
+    CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
+    svm::remove_tree(d);
+}
