@@ -175,6 +175,11 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
     if (!hdr.ok()) SVM_THROW(shown + " " + hdr.problems.front().text);
     if (hdr.format != ImageFormat::qcow2 && hdr.format != ImageFormat::raw)  // inspect_image reports these
         SVM_THROW(shown + " is a " + format_name(hdr.format) + " image; convert it to qcow2 or raw");
+    // A raw disk image is a whole number of sectors: this refuses the text
+    // files, scripts and other non-images that no format check would claim.
+    if (hdr.format == ImageFormat::raw && hdr.file_size % 512 != 0)
+        SVM_THROW(shown + " is not a disk image (a raw image is a whole number of 512-byte sectors, this file has " +
+                  std::to_string(hdr.file_size) + " bytes); give a qcow2 or raw disk image");
     if (hdr.virtual_size > policy.max_virtual_size)
         SVM_THROW(shown + " has a virtual size of " + format_size(hdr.virtual_size) + ", which exceeds this site's limit of " +
                   format_size(policy.max_virtual_size) + "; use a smaller image");
