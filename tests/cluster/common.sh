@@ -1,5 +1,5 @@
 # Shared definitions for tests/cluster/{up,down,env}. Sourced, not executed.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 
 SVM_CLUSTER_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SVM_REPO="$(cd "$SVM_CLUSTER_SRC/../.." && pwd)"
