@@ -3,6 +3,7 @@
 #include <libvirt/virterror.h>
 
 #include <mutex>
+#include <thread>
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -17,6 +18,13 @@ void libvirt_quiet() {
     std::call_once(once, [] {
         virInitialize();
         virSetErrorFunc(nullptr, ignore_error);
+        // The embedded driver needs an event loop in this process (QEMU
+        // monitor I/O): libvirt's default one, run by a background thread.
+        if (virEventRegisterDefaultImpl() == 0) {
+            std::thread([] {
+                for (;;) virEventRunDefaultImpl();
+            }).detach();
+        }
     });
 }
 
