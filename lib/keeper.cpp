@@ -73,6 +73,24 @@ void relay(int a, int b) {
     ::close(b);
 }
 
+// A TCP connection to the guest's sshd, retried while the guest's network
+// or sshd come up (bounded).
+int connect_guest(const std::string& ip, int timeout_ms) {
+    long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0) return -1;
+        struct sockaddr_in sa {};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(22);
+        ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+        if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
+        ::close(s);
+        if (now_ms() > deadline) return -1;
+        ::usleep(200000);
+    }
+}
+
 // Accepts on the job's Unix socket and connects each client to the guest's sshd.
 void ssh_proxy(int listen_fd, std::string ip) {
     for (;;) {
@@ -81,17 +99,14 @@ void ssh_proxy(int listen_fd, std::string ip) {
             if (errno == EINTR) continue;
             return;
         }
-        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sa {};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(22);
-        ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
-        if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-            if (s >= 0) ::close(s);
-            ::close(c);
-            continue;
-        }
-        std::thread(relay, c, s).detach();
+        std::thread([c, ip] {
+            int s = connect_guest(ip, 30000);
+            if (s < 0) {
+                ::close(c);
+                return;
+            }
+            relay(c, s);
+        }).detach();
     }
 }
 
@@ -289,6 +304,17 @@ int run_keeper(const KeeperOptions& o) {
                         std::to_string(p.boot_timeout_s) + " s (see its console log " + p.console_log() + ")");
         }
         ::usleep(100000);
+    }
+    if (ready && !p.ip.empty()) {
+        // The guest said so; check that its sshd accepts TCP connections
+        // (no SSH handshake: that costs seconds of emulated crypto).
+        int s = connect_guest(p.ip, 30000);
+        if (s < 0) {
+            virDomainDestroy(dom.get());
+            return fail("the guest on " + p.node + " said it was ready but its SSH server at " + p.ip +
+                        " does not answer");
+        }
+        ::close(s);
     }
     if (ready) {
         long t_ready = now_ms();
