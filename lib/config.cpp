@@ -55,7 +55,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "sysfs_root", "allowed_image_dirs", "max_image_virtual_size_gib", "network",
+                        "default_cmdline", "secret_file", "sysfs_root", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -76,6 +76,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         c.allowed_image_dirs = json_get_string_array(root.get(), "allowed_image_dirs");
         for (auto& d : c.allowed_image_dirs)
             if (d.empty() || d[0] != '/') SVM_THROW("\"allowed_image_dirs\" entries must be absolute paths");
+        if (json_object_get(root.get(), "shares")) c.shares = json_get_string_array(root.get(), "shares");
         if (auto v = json_get_int(root.get(), "max_image_virtual_size_gib"))
             c.max_image_virtual_size = static_cast<uint64_t>(*v) << 30;
         if (json_t* n = json_object_get(root.get(), "network")) {

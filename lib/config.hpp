@@ -35,6 +35,11 @@ struct NodeConfig {
     std::vector<std::string> allowed_image_dirs;  // empty: any directory
     uint64_t max_image_virtual_size = 1ULL << 40;  // 1 TiB
     NetworkConfig network;
+    // Host directories shown in the guest at the same path, with the job
+    // user's rights only (9p, served by QEMU running as the user).
+    // "%h" = the user's home, "%w" = the job's working directory. Empty: none
+    // (the image mounts the site's network file system itself).
+    std::vector<std::string> shares = {"%h", "%w"};
     Json devices;                  // the "devices" object (device layer), may be null
 
     std::string job_dir(uint32_t job_id) const;

@@ -77,7 +77,9 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    </disk>\n";
     }
     for (const auto& sh : s.shares) {
-        x += "    <filesystem type='mount' accessmode='passthrough'>\n";
+        // QEMU runs as the job's user: the guest gets that user's rights on
+        // these files, nothing more ("squash": no ownership changes attempted).
+        x += "    <filesystem type='mount' accessmode='squash'>\n";
         x += "      <source dir='" + e(sh.source) + "'/>\n";
         x += "      <target dir='" + e(sh.tag) + "'/>\n";
         x += "    </filesystem>\n";

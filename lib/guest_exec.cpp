@@ -1,5 +1,7 @@
 #include "guest_exec.hpp"
 
+#include <cstdlib>
+
 #include "proc.hpp"
 
 namespace svm {
@@ -12,8 +14,36 @@ bool forwarded_variable(const std::string& name) {
     return false;
 }
 
+std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string& tasks_per_node) {
+    std::vector<int> slots;
+    size_t pos = 0;
+    while (pos < tasks_per_node.size()) {
+        size_t comma = tasks_per_node.find(',', pos);
+        std::string item = tasks_per_node.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        int n = std::atoi(item.c_str()), rep = 1;
+        auto x = item.find("(x");
+        if (x != std::string::npos) rep = std::atoi(item.c_str() + x + 2);
+        for (int i = 0; i < rep && slots.size() < 100000; ++i) slots.push_back(n);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    std::string out;
+    for (size_t i = 0; i < peers.size(); ++i) {
+        int n = i < slots.size() ? slots[i] : (slots.empty() ? 1 : slots.back());
+        out += peers[i].hostname + " slots=" + std::to_string(n > 0 ? n : 1) + "\n";
+    }
+    return out;
+}
+
 std::string remote_shell_command(const GuestCommand& c) {
     std::string s;
+    if (!c.hostfile.empty()) {
+        // mpirun (Open MPI, MPICH) finds the job's guests with no flags; the
+        // Slurm variables must not make it look for srun, which the guest lacks.
+        s += "hf=/tmp/slurm-vm-hostfile.$(id -u); printf %s " + shell_quote(c.hostfile) + " >\"$hf\"; ";
+        s += "export OMPI_MCA_orte_default_hostfile=\"$hf\" OMPI_MCA_plm=rsh OMPI_MCA_ras=^slurm "
+             "OMPI_MCA_plm_rsh_agent=ssh HYDRA_HOST_FILE=\"$hf\" HYDRA_LAUNCHER=ssh HYDRA_RMK=user; ";
+    }
     for (const auto& kv : c.env) {
         auto eq = kv.find('=');
         if (eq == std::string::npos) continue;

@@ -14,7 +14,12 @@ struct GuestCommand {
     std::vector<std::string> env;       // "K=V" of the task (filtered: SLURM_* and a few more)
     std::string cwd;
     bool script_on_stdin = false;       // batch step: argv[0] is a host file sent on stdin
+    std::string hostfile;               // MPI hostfile content ("" = none)
 };
+
+// One line per guest of the job, "<guest> slots=<tasks on that node>", from
+// the plan's peers and Slurm's SLURM_TASKS_PER_NODE ("2(x3),1").
+std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string& tasks_per_node);
 
 // The shell command the guest's login shell runs.
 std::string remote_shell_command(const GuestCommand& c);

@@ -47,6 +47,9 @@ std::string JobPlan::to_json() const {
     set_str(j, "domain_type", domain_type);
     set_str(j, "emulator", emulator);
     set_int(j, "boot_timeout_s", boot_timeout_s);
+    json_t* sh = json_array();
+    for (const auto& h : shares) json_array_append_new(sh, json_string(h.c_str()));
+    json_object_set_new(j, "shares", sh);
     json_t* hd = json_array();
     for (const auto& h : hostdevs) json_array_append_new(hd, json_string(h.c_str()));
     json_object_set_new(j, "hostdevs", hd);
@@ -98,6 +101,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.domain_type = s("domain_type");
     p.emulator = s("emulator");
     p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
+    p.shares = json_get_string_array(j, "shares");
     p.hostdevs = json_get_string_array(j, "hostdevs");
     p.numa_node = static_cast<int>(json_get_int(j, "numa_node").value_or(-1));
     p.device_cpus = s("device_cpus");

@@ -35,6 +35,7 @@ struct JobPlan {
     std::string bridge, netns;
     std::string domain_type, emulator;
     int boot_timeout_s = 300;
+    std::vector<std::string> shares;    // host directories mounted at the same path in the guest
     std::vector<std::string> hostdevs;  // PCI functions passed through (GPUs, companions, VF)
     int numa_node = -1;                 // the devices' NUMA node, -1 = none/unknown
     std::string device_cpus;            // CPUs of that node

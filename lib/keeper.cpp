@@ -166,6 +166,7 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     for (int c : cpus)
         if (std::find(local.begin(), local.end(), c) == local.end()) d.host_cpus.push_back(c);
     d.hostdevs = p.hostdevs;
+    for (size_t i = 0; i < p.shares.size(); ++i) d.shares.push_back({p.shares[i], "svmshare" + std::to_string(i)});
     d.numa_node = p.numa_node;
     if (mem_limit_bytes) {
         int64_t job_mib = *mem_limit_bytes >> 20;

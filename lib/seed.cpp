@@ -86,6 +86,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
         s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
         if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
     }
+    if (!p.shares.empty()) s += "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
+    for (size_t i = 0; i < p.shares.size(); ++i) {
+        s += "mkdir -p " + q(p.shares[i]) + " && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none svmshare" +
+             std::to_string(i) + " " + q(p.shares[i]) + " || fail " + q("cannot mount " + p.shares[i]) + "\n";
+    }
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "error.hpp"
@@ -242,6 +243,23 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             p.group = g ? g->gr_name : p.user;
         }
         p.workdir = req.workdir;
+        // Shares: expanded, absolute, deduplicated, none inside another.
+        {
+            std::vector<std::string> want;
+            for (const auto& s : cfg.shares) {
+                std::string d = s == "%h" ? p.home : s == "%w" ? p.workdir : s;
+                while (d.size() > 1 && d.back() == '/') d.pop_back();
+                if (d.empty() || d[0] != '/' || d == "/" || d.find("/../") != std::string::npos) continue;
+                want.push_back(d);
+            }
+            std::sort(want.begin(), want.end());
+            for (const auto& d : want) {
+                bool inside = false;
+                for (const auto& k : p.shares)
+                    if (d == k || d.rfind(k + "/", 0) == 0) inside = true;
+                if (!inside) p.shares.push_back(d);
+            }
+        }
 
         // 1. The image, opened and checked with the user's credentials only.
         ImageInfo info;

@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
         c.argv.push_back(argv0);
         for (int i = first_arg; i < argc; ++i) c.argv.push_back(argv[i]);
         for (char** e = environ; *e; ++e) c.env.push_back(*e);
+        const char* tpn = getenv("SLURM_TASKS_PER_NODE");
+        if (!p.peers.empty() && !p.peers[0].ip.empty()) c.hostfile = svm::mpi_hostfile(p.peers, tpn ? tpn : "1");
         char cwd[4096];
         if (::getcwd(cwd, sizeof cwd)) c.cwd = cwd;
         std::string script;
