@@ -160,7 +160,11 @@ int cmd_sweep(const Args& args) {
     for (const auto& node : node_names(a)) {
         NodeConfig c = load_config(a.config, node);
         // Jobs Slurm runs on this node now (never touched).
-        RunResult q = run({"squeue", "-h", "-w", node, "-o", "%i", "-t", "PD,CF,R,CG,S,ST"}, {.timeout_ms = 30000});
+        RunOptions qo;
+        qo.timeout_ms = 30000;
+        for (const char* v : {"PATH", "SLURM_CONF"})
+            if (const char* e = getenv(v)) qo.env.push_back(std::string(v) + "=" + e);
+        RunResult q = run({"squeue", "-h", "-w", node, "-o", "%i", "-t", "PD,CF,R,CG,S,ST"}, qo);
         std::set<uint32_t> live;
         if (!q.ok()) {
             if (!a.force) {

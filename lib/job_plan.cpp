@@ -33,6 +33,7 @@ std::string JobPlan::to_json() const {
     set_str(j, "image", image);
     set_str(j, "image_format", image_format);
     set_int(j, "image_virtual_size", static_cast<int64_t>(image_virtual_size));
+    set_str(j, "image_digest", image_digest);
     set_str(j, "kernel", kernel);
     set_str(j, "initrd", initrd);
     set_str(j, "cmdline", cmdline);
@@ -87,6 +88,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.image = s("image");
     p.image_format = s("image_format");
     p.image_virtual_size = static_cast<uint64_t>(i("image_virtual_size"));
+    p.image_digest = s("image_digest");
     p.kernel = s("kernel");
     p.initrd = s("initrd");
     p.cmdline = s("cmdline");

@@ -28,6 +28,7 @@ struct JobPlan {
     std::vector<GuestPeer> peers;  // every guest of the job, in node order
     std::string image, image_format;
     uint64_t image_virtual_size = 0;
+    std::string image_digest;  // sampled content digest, for accounting
     std::string kernel, initrd, cmdline;
     std::string hostname, domain_name;
     std::string ip, mac, gateway;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -151,6 +152,25 @@ pid_t find_child(pid_t parent) {
 
 }  // namespace
 
+std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib) {
+    Json r(json_object());
+    json_object_set_new(r.get(), "image", json_string(p.image.c_str()));
+    json_object_set_new(r.get(), "format", json_string(p.image_format.c_str()));
+    json_object_set_new(r.get(), "digest", json_string(p.image_digest.c_str()));
+    json_object_set_new(r.get(), "boot", json_string(p.kernel.empty() ? "bootloader" : "kernel"));
+    json_object_set_new(r.get(), "create_ms", json_integer(create_ms));
+    json_object_set_new(r.get(), "ready_ms", json_integer(ready_ms));
+    json_object_set_new(r.get(), "vcpus", json_integer(vcpus));
+    json_object_set_new(r.get(), "memory_mib", json_integer(memory_mib));
+    json_object_set_new(r.get(), "guest", json_string(p.hostname.c_str()));
+    if (!p.ip.empty()) json_object_set_new(r.get(), "ip", json_string(p.ip.c_str()));
+    if (!p.devices_json.empty()) {
+        json_error_t e;
+        if (json_t* d = json_loads(p.devices_json.c_str(), 0, &e)) json_object_set_new(r.get(), "devices", d);
+    }
+    return json_dump(r.get());
+}
+
 DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes) {
     DomainSpec d;
     d.name = p.domain_name;
@@ -235,6 +255,8 @@ int run_keeper(const KeeperOptions& o) {
     write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
 
     // 2. Network namespace of the guests' bridge (for the tap and the proxy).
+    // The host's namespace stays reachable for talking to Slurm.
+    int host_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (!p.netns.empty()) {
         try {
             enter_netns(p.netns);
@@ -326,6 +348,14 @@ int run_keeper(const KeeperOptions& o) {
         json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
         write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
         write_guest_state(p, "ready");
+        if (o.on_ready) {
+            std::string rec = vm_record(p, t_created - t0, t_ready - t0, static_cast<int>(spec.host_cpus.size()),
+                                        spec.memory_mib);
+            std::thread([cb = o.on_ready, p, rec, host_netns] {
+                if (host_netns >= 0) ::setns(host_netns, CLONE_NEWNET);  // this thread only
+                cb(p, rec);
+            }).detach();
+        }
     }
 
     // 5. Live as long as the guest (and the job: Slurm kills us with it).

@@ -5,6 +5,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "config.hpp"
@@ -18,7 +19,13 @@ struct KeeperOptions {
     std::string node;
     uint32_t job_id = 0;
     pid_t join_cgroup_of = 0;   // a process of the job's extern step
+    // Called once the guest is ready with this node's record (JSON): what the
+    // VM was, for Slurm accounting (the caller publishes it).
+    std::function<void(const JobPlan&, const std::string& record)> on_ready;
 };
+
+// This node's accounting record of the job's VM (compact JSON object).
+std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib);
 
 // Sizes the guest from the job's cgroups (CPUs one-to-one, memory minus the
 // overhead) and builds its domain description. Throws a one-sentence error

@@ -263,9 +263,11 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
 
         // 1. The image, opened and checked with the user's credentials only.
         ImageInfo info;
+        std::string digest;
         try {
             CheckedImage ci = open_image_as_user(req.image, who, policy_of(cfg));
             info = ci.info;
+            digest = image_digest(ci.fd.get());  // on the user-opened fd
             if (!req.kernel.empty()) check_boot_file_as_user(req.kernel, who, "kernel");
             if (!req.initrd.empty()) check_boot_file_as_user(req.initrd, who, "initrd");
             if (!req.initrd.empty() && req.kernel.empty())
@@ -278,6 +280,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.image = req.image;
         p.image_format = format_name(info.format);
         p.image_virtual_size = info.virtual_size;
+        p.image_digest = digest;
         p.kernel = req.kernel;
         p.initrd = req.initrd;
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
