@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
         if (rc == 255) {
             std::string now = svm::read_guest_state(p);
             if (now != "ready") {
-                std::fprintf(stderr, "slurm-vm: %s\n", now.empty() ? "the guest is gone" : now.c_str());
+                std::string why = now.empty() ? "the guest is gone" : svm::trim(now.substr(now.find(':') + 1));
+                std::fprintf(stderr, "slurm-vm: %s\n", why.c_str());
                 keep_console(p);
             } else {
                 std::fprintf(stderr, "slurm-vm: lost the SSH connection to the guest on %s\n", p.node.c_str());

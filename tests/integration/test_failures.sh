@@ -20,7 +20,7 @@ kill -9 "$qpid"
 log "killed QEMU $qpid of job $id"
 state="$(wait_job "$id" 120)"
 [[ "$state" == FAILED ]] || fail "job $id is $state after its QEMU was killed"
-grep -q "slurm-vm: .*shut down or crashed\|slurm-vm: the guest" "$wd/slurm-$id.out" \
+grep -q "slurm-vm: the guest on node1 shut down or crashed" "$wd/slurm-$id.out" \
     || fail "the job's output does not explain what happened: $(cat "$wd/slurm-$id.out")"
 wait_clean "$id" 60
 no_node_drained

@@ -7,8 +7,8 @@ source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
 printf '#!/bin/bash\necho should-not-run\n' >"$wd/job.sh"
-qemu-img create -q -f qcow2 -F raw -b /etc/shadow "$wd/shadow.qcow2" 64M
-qemu-img create -q -f qcow2 -F qcow2 -b 'json:{"driver":"file","filename":"/etc/shadow"}' "$wd/json.qcow2" 64M
+qemu-img create -q -u -f qcow2 -F raw -b /etc/shadow "$wd/shadow.qcow2" 64M
+qemu-img create -q -u -f qcow2 -F qcow2 -b 'json:{"driver":"file","filename":"/etc/shadow"}' "$wd/json.qcow2" 64M
 mkdir "$wd/dir.qcow2"
 mkfifo "$wd/fifo.qcow2"
 qemu-img create -q -f qcow2 "$wd/other.qcow2" 64M
@@ -40,7 +40,7 @@ pass "the prolog refuses hostile images as the user, with one sentence each, exi
 cp --reflink=auto "$VM_TEST_IMAGE" "$wd/mine.qcow2" 2>/dev/null || qemu-img create -q -f qcow2 "$wd/mine.qcow2" 64M
 chown "$SVM_USER:" "$wd/mine.qcow2"
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable --hold -N1 -w node1 --mem=1500 --vm-image="$wd/mine.qcow2" job.sh)"
-as_user "$SVM_USER" qemu-img create -q -f qcow2 -F raw -b /etc/shadow "$wd/swap.qcow2" 64M
+as_user "$SVM_USER" qemu-img create -q -u -f qcow2 -F raw -b /etc/shadow "$wd/swap.qcow2" 64M
 mv -f "$wd/swap.qcow2" "$wd/mine.qcow2"
 scontrol release "$id"
 state="$(wait_job "$id" 300)"
