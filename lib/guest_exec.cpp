@@ -75,7 +75,7 @@ std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, boo
             "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", "StrictHostKeyChecking=yes",
             "-o", "HostKeyAlias=" + p.hostname,
-            "-o", "ProxyCommand=" + self + " --proxy " + p.ssh_socket(),
+            "-o", "ProxyCommand=" + shell_quote(self) + " --proxy " + shell_quote(p.ssh_socket()),
             "-o", "ConnectTimeout=60",
             "-o", "ServerAliveInterval=30",
             "-o", "LogLevel=ERROR",

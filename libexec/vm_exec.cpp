@@ -152,10 +152,15 @@ int main(int argc, char** argv) {
             c.script_on_stdin = true;
             script = svm::read_file(argv0);
         }
-        char self[4096];
-        ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) SVM_THROW_ERRNO("readlink /proc/self/exe");
-        self[n] = 0;
+        // Our own path for the ProxyCommand: argv[0] as the plugin set it (an
+        // absolute path; /proc/self/exe would say "(deleted)" after an upgrade).
+        std::string self = argv[0];
+        if (self.empty() || self[0] != '/') {
+            char buf[4096];
+            ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+            if (n <= 0) SVM_THROW_ERRNO("readlink /proc/self/exe");
+            self.assign(buf, static_cast<size_t>(n));
+        }
         std::vector<std::string> args = svm::ssh_argv(p, self, false);
         args.push_back("--");
         args.push_back(svm::remote_shell_command(c));

@@ -241,8 +241,8 @@ TEST_CASE("the remote command recreates the task's environment and directory", "
     auto p = sample_plan();
     auto a = svm::ssh_argv(p, "/usr/libexec/slurm-vm/slurm-vm-exec", false);
     CHECK(std::find(a.begin(), a.end(), "StrictHostKeyChecking=yes") != a.end());
-    CHECK(std::find(a.begin(), a.end(), "ProxyCommand=/usr/libexec/slurm-vm/slurm-vm-exec --proxy "
-                                        "/run/slurm-vm/node1/job_42/ssh.sock") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "ProxyCommand='/usr/libexec/slurm-vm/slurm-vm-exec' --proxy "
+                                        "'/run/slurm-vm/node1/job_42/ssh.sock'") != a.end());
     CHECK(a.back() == "node1-vm");
 }
 
