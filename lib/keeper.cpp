@@ -215,6 +215,8 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
 int run_keeper(const KeeperOptions& o) {
     NodeConfig cfg = load_config(o.config_path, o.node);
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
+    // The prolog refused the job (the reason is in the state): no guest.
+    if (read_guest_state(p).rfind("failed:", 0) == 0) return 0;
     write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
 
     struct sigaction sa {};

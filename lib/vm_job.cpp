@@ -210,12 +210,28 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
     p.job_id = req.job_id;
     p.node = req.node;
     p.dir = cfg.job_dir(req.job_id);
+    p.boot_timeout_s = cfg.boot_timeout_s;
+    std::vector<std::string> nodes = expand_hostlist(req.nodelist.empty() ? req.node : req.nodelist);
+    p.node_index = -1;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i] == req.node) p.node_index = static_cast<int>(i);
+    }
+    if (p.node_index < 0) SVM_THROW("node " + req.node + " is not in the job's node list " + req.nodelist);
     auto refuse = [&](const std::string& why) {
         result.status = PrologStatus::refused;
         result.reason = why;
-        // Leave the reason where the task wrapper finds it; the job fails there.
+        // A refused VM job must never run on the host: leave a plan (so the
+        // plugin still wraps every task) whose state carries the reason; the
+        // task wrapper prints it and fails, the keeper does nothing.
         mkdir_p(p.dir, 0755);
         write_file_atomic(path_join(p.dir, "state"), "failed: " + why + "\n", 0644);
+        JobPlan stub;
+        stub.job_id = p.job_id;
+        stub.node = p.node;
+        stub.node_index = p.node_index;
+        stub.dir = p.dir;
+        stub.boot_timeout_s = p.boot_timeout_s;
+        write_file_atomic(stub.plan_file(), stub.to_json(), 0644);
         return result;
     };
 
@@ -286,12 +302,6 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
 
         // 2. Where this guest sits among the job's guests, and its address.
-        std::vector<std::string> nodes = expand_hostlist(req.nodelist.empty() ? req.node : req.nodelist);
-        p.node_index = -1;
-        for (size_t i = 0; i < nodes.size(); ++i) {
-            if (nodes[i] == req.node) p.node_index = static_cast<int>(i);
-        }
-        if (p.node_index < 0) SVM_THROW("node " + req.node + " is not in the job's node list " + req.nodelist);
         p.hostname = req.node + "-vm";
         p.domain_name = "slurm-vm-" + std::to_string(req.job_id) + "-" + req.node;
         p.domain_type = cfg.domain_type;

@@ -309,7 +309,17 @@ extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
         if (spank_get_item(sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS) return 0;
         svm::JobPlan p;
         std::string node;
-        if (!find_plan(job, nodeid, p, node)) return 0;
+        if (!find_plan(job, nodeid, p, node)) {
+            // A VM job must never run on the host: if the job asked for a VM
+            // but no guest was prepared here, fail the task.
+            char* val = nullptr;
+            if (spank_option_getopt(sp, &k_options[0], &val) == ESPANK_SUCCESS && val && *val) {
+                slurm_error("slurm-vm: job %u: no guest was prepared on this node; the task does not run on the "
+                            "host (check the node's Prolog and PrologFlags=Alloc,Contain)", job);
+                return -1;
+            }
+            return 0;
+        }
         int argc = 0;
         char** argv = nullptr;
         if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv) {

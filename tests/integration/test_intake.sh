@@ -55,7 +55,7 @@ pass "an image swapped after submit is refused on the node (job $id failed, node
 img="$wd/keep.qcow2"
 cp "$VM_TEST_IMAGE" "$img"; chown "$SVM_USER:" "$img"; chmod 640 "$img"; touch -d '2020-01-02 03:04:05' "$img"
 before="$(stat -c '%U %G %a %Y %s' "$img") $(sha256sum <"$img")"
-printf '#!/bin/bash\necho scribble > /scribble.txt && sync && echo wrote\n' >"$wd/write.sh"; chown "$SVM_USER:" "$wd/write.sh"
+printf '#!/bin/bash\ndd if=/dev/urandom of=/var/tmp/scribble bs=1M count=8 status=none && sync && echo wrote\n' >"$wd/write.sh"; chown "$SVM_USER:" "$wd/write.sh"
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 --mem=1500 --vm-image="$img" \
       --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" write.sh)"
 [[ "$(wait_job "$id" 600)" == COMPLETED ]] || fail "job $id failed: $(cat "$wd/slurm-$id.out")"
