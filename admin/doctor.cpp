@@ -1,6 +1,7 @@
 // slurm-vm doctor: is this node ready for VM jobs? One line per check, with
 // the fix for each failure; exit status 1 when any check fails.
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -9,6 +10,8 @@
 #include "device_config.hpp"
 #include "doctor.hpp"
 #include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
 #include "json.hpp"
 #include "sysfs.hpp"
 
@@ -95,6 +98,25 @@ int cmd_doctor(const Args& args) {
             std::fprintf(stderr, "slurm-vm doctor: unknown option '%s'\n%s", a.c_str(), kDoctorHelp);
             return 2;
         }
+    }
+    if (!opts.slurm_check) {
+        opts.slurm_check = [] {
+            RunOptions o;
+            o.timeout_ms = 20000;
+            for (const char* v : {"PATH", "SLURM_CONF"})
+                if (const char* e = getenv(v)) o.env.push_back(std::string(v) + "=" + e);
+            RunResult r = run({"scontrol", "show", "config"}, o);
+            if (!r.ok())
+                return std::vector<CheckResult>{{"slurm", CheckStatus::warn,
+                                                 "cannot read Slurm's configuration (" + trim(r.err) + ")",
+                                                 "run doctor where scontrol reaches slurmctld"}};
+            std::string ps = slurm_config_value(r.out, "PlugStackConfig"), text;
+            try {
+                if (!ps.empty()) read_file_if_exists(ps, text);
+            } catch (const Error&) {
+            }
+            return check_slurm_config(r.out, text);
+        };
     }
     auto cfg = load_admin_device_config(config);
     SysfsRoot sysroot(root);

@@ -25,6 +25,62 @@ std::vector<CheckResult> check_slurm_settings() {
     return {{"slurm", CheckStatus::skip, "Slurm settings (plugstack.conf, PrologFlags, gres.conf) are not checked yet", ""}};
 }
 
+std::string slurm_config_value(const std::string& text, const std::string& key) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        pos = nl == std::string::npos ? text.size() : nl + 1;
+        if (line.compare(0, key.size(), key) != 0) continue;
+        size_t eq = line.find('=', key.size());
+        if (eq == std::string::npos || line.find_first_not_of(' ', key.size()) != eq) continue;
+        size_t b = line.find_first_not_of(' ', eq + 1);
+        return b == std::string::npos ? "" : line.substr(b, line.find_last_not_of(" \r") - b + 1);
+    }
+    return "";
+}
+
+std::vector<CheckResult> check_slurm_config(const std::string& t, const std::string& plugstack) {
+    std::vector<CheckResult> out;
+    auto has = [](const std::string& list, const std::string& item) {
+        std::string l = "," + list + ",";
+        return l.find("," + item + ",") != std::string::npos;
+    };
+    std::string pf = slurm_config_value(t, "PrologFlags");
+    if (has(pf, "Alloc") && has(pf, "Contain"))
+        out.push_back({"slurm-prologflags", CheckStatus::ok, "PrologFlags=" + pf, ""});
+    else
+        out.push_back({"slurm-prologflags", CheckStatus::fail, "PrologFlags=" + (pf.empty() ? "(none)" : pf),
+                       "set PrologFlags=Alloc,Contain in slurm.conf: the prolog must run on every node at allocation "
+                       "and the guest lives in the job's extern step"});
+    std::string pt = slurm_config_value(t, "ProctrackType");
+    out.push_back(pt == "proctrack/cgroup"
+                      ? CheckResult{"slurm-proctrack", CheckStatus::ok, pt, ""}
+                      : CheckResult{"slurm-proctrack", CheckStatus::fail, "ProctrackType=" + pt,
+                                    "set ProctrackType=proctrack/cgroup so the guest is killed with its job"});
+    std::string tp = slurm_config_value(t, "TaskPlugin");
+    out.push_back(tp.find("task/cgroup") != std::string::npos
+                      ? CheckResult{"slurm-taskplugin", CheckStatus::ok, tp, ""}
+                      : CheckResult{"slurm-taskplugin", CheckStatus::warn, "TaskPlugin=" + tp,
+                                    "add task/cgroup to TaskPlugin so the guest is confined to the job's CPUs and memory"});
+    for (const char* k : {"Prolog", "Epilog"}) {
+        std::string v = slurm_config_value(t, k);
+        std::string name = std::string("slurm-") + (k[0] == 'P' ? "prolog" : "epilog");
+        if (v.empty() || v == "(null)")
+            out.push_back({name, CheckStatus::fail, std::string(k) + " is not set",
+                           std::string("set ") + k + "=/usr/sbin/slurm-vm-" + (k[0] == 'P' ? "prolog" : "epilog") +
+                               " (or a script that runs it) in slurm.conf"});
+        else
+            out.push_back({name, CheckStatus::ok, std::string(k) + "=" + v, ""});
+    }
+    if (plugstack.find("slurm-vm.so") != std::string::npos)
+        out.push_back({"slurm-plugstack", CheckStatus::ok, "the slurm-vm plugin is in the plugin stack", ""});
+    else
+        out.push_back({"slurm-plugstack", CheckStatus::fail, "slurm-vm.so is not in the plugin stack",
+                       "add 'required <plugindir>/slurm-vm.so config=/etc/slurm-vm/slurm-vm.json' to plugstack.conf"});
+    return out;
+}
+
 namespace {
 
 CheckResult result(std::string name, CheckStatus s, std::string msg, std::string fix = "") {

@@ -33,6 +33,13 @@ struct DoctorOptions {
 // Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
 // SKIP until that part of slurm-vm provides its own checks.
 std::vector<CheckResult> check_slurm_settings();
+// The Slurm settings slurm-vm relies on, from the text of `scontrol show config`
+// (PrologFlags=Alloc,Contain, cgroup process tracking, task/cgroup, a Prolog
+// and Epilog, a plugin stack); plugstack_text is that file's content ("" if
+// unreadable).
+std::vector<CheckResult> check_slurm_config(const std::string& show_config, const std::string& plugstack_text);
+// "Key = value" of `scontrol show config` ("" when absent).
+std::string slurm_config_value(const std::string& show_config, const std::string& key);
 
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
 bool doctor_failed(const std::vector<CheckResult>& results);

@@ -300,3 +300,28 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
     svm::remove_tree(d);
 }
+
+#include "doctor.hpp"
+
+TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
+    std::string good = "Configuration data as of now\nPrologFlags             = Alloc,Contain\n"
+                       "ProctrackType           = proctrack/cgroup\nTaskPlugin              = task/cgroup,task/affinity\n"
+                       "Prolog                  = /usr/sbin/slurm-vm-prolog\nEpilog                  = /usr/sbin/slurm-vm-epilog\n"
+                       "PlugStackConfig         = /etc/slurm/plugstack.conf\n";
+    CHECK(svm::slurm_config_value(good, "PlugStackConfig") == "/etc/slurm/plugstack.conf");
+    CHECK(svm::slurm_config_value(good, "Prolog") == "/usr/sbin/slurm-vm-prolog");  // not PrologFlags
+    auto r = svm::check_slurm_config(good, "required /usr/lib/slurm/slurm-vm.so config=/etc/slurm-vm/slurm-vm.json\n");
+    CHECK_FALSE(svm::doctor_failed(r));
+    std::string bad = "PrologFlags             = Alloc\nProctrackType           = proctrack/linuxproc\n"
+                      "TaskPlugin              = task/affinity\nProlog                  = (null)\n";
+    auto b = svm::check_slurm_config(bad, "");
+    CHECK(svm::doctor_failed(b));
+    int fails = 0;
+    for (const auto& c : b) {
+        if (c.status == svm::CheckStatus::fail) {
+            ++fails;
+            CHECK_FALSE(c.fix.empty());
+        }
+    }
+    CHECK(fails == 5);  // prologflags, proctrack, prolog, epilog, plugstack
+}
