@@ -1,0 +1,306 @@
+// svm-bench-raw-start: the raw baseline of bench/run. Does what a VM job's
+// host side minimally has to do, directly and with nothing of slurm-vm:
+//
+//   1. qemu-img create of the overlay (same command line as the prolog's),
+//   2. an embedded libvirt root with the given qemu.conf and a warm QEMU
+//      capabilities cache (the same settings as the keeper's),
+//   3. virConnectOpen("qemu:///embed?root=...") + virDomainCreateXML of the
+//      given domain XML (inside the guests' network namespace, as the keeper),
+//   4. optionally: until the guest's TCP port 22 accepts a connection,
+//      or until its console log shows a text (KVM probe),
+//   5. optionally: virDomainDestroy and the removal of a directory.
+//
+// Prints one JSON object of timings (milliseconds) on stdout. On SIGTERM or
+// SIGINT, and on any failure after the guest was created, the guest is
+// destroyed before exiting.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+double now_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+[[noreturn]] void die(const std::string& why) {
+    std::fprintf(stderr, "svm-bench-raw-start: %s\n", why.c_str());
+    std::exit(1);
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return "";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_all(const std::string& path, const std::string& text, mode_t mode) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) die("open " + path + ": " + std::strerror(errno));
+    if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) die("write " + path);
+    ::close(fd);
+}
+
+void mkdirs(const std::string& path) {
+    for (size_t i = 1; i <= path.size(); ++i) {
+        if (i == path.size() || path[i] == '/') {
+            std::string p = path.substr(0, i);
+            if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) die("mkdir " + p + ": " + std::strerror(errno));
+        }
+    }
+}
+
+int run(const std::vector<std::string>& argv) {
+    pid_t pid = ::fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+        std::vector<char*> a;
+        for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        ::execv(a[0], a.data());
+        ::_exit(127);
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+int rm_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+std::string last_error() {
+    virErrorPtr e = virGetLastError();
+    return e && e->message ? e->message : "unknown libvirt error";
+}
+
+void ignore_error(void*, virErrorPtr) {}
+
+bool port_open(const std::string& ip, int port) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    struct sockaddr_in sa {};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+    bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(s);
+    return ok;
+}
+
+void usage() {
+    std::puts(
+        "usage: svm-bench-raw-start --xml FILE --root DIR --qemu-conf FILE --caps-from DIR\n"
+        "         [--overlay PATH --backing IMG --backing-format FMT --size BYTES [--qemu-img PATH] [--group GID]]\n"
+        "         [--netns NAME] [--wait-ssh IP | --wait-console FILE:TEXT] [--timeout S]\n"
+        "         [--destroy] [--remove DIR]\n"
+        "       svm-bench-raw-start --warm-caps DIR [--qemu-conf FILE] [--emulator PATH] [--domain-type qemu|kvm]\n"
+        "The raw baseline of bench/run; prints timings (ms) as JSON.");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size, qemu_img = "/usr/bin/qemu-img";
+    std::string netns, wait_ip, wait_console, remove_dir, warm_caps;
+    std::string emulator = "/usr/bin/qemu-system-x86_64", domain_type = "qemu";
+    int gid = -1;
+    double timeout_s = 300;
+    bool destroy = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) die(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--xml") xml_file = next();
+        else if (a == "--root") root = next();
+        else if (a == "--qemu-conf") qemu_conf = next();
+        else if (a == "--caps-from") caps_from = next();
+        else if (a == "--overlay") overlay = next();
+        else if (a == "--backing") backing = next();
+        else if (a == "--backing-format") backing_fmt = next();
+        else if (a == "--size") size = next();
+        else if (a == "--qemu-img") qemu_img = next();
+        else if (a == "--group") gid = std::atoi(next().c_str());
+        else if (a == "--netns") netns = next();
+        else if (a == "--wait-ssh") wait_ip = next();
+        else if (a == "--wait-console") wait_console = next();
+        else if (a == "--timeout") timeout_s = std::atof(next().c_str());
+        else if (a == "--destroy") destroy = true;
+        else if (a == "--remove") remove_dir = next();
+        else if (a == "--warm-caps") warm_caps = next();
+        else if (a == "--emulator") emulator = next();
+        else if (a == "--domain-type") domain_type = next();
+        else if (a == "--help") { usage(); return 0; }
+        else { usage(); return 2; }
+    }
+    if (!warm_caps.empty()) {
+        // Fill a capabilities cache once (untimed by bench/run): libvirt probes
+        // QEMU lazily, so a bare connection writes nothing; asking for the
+        // domain capabilities of the emulator makes it probe and cache.
+        virInitialize();
+        virSetErrorFunc(nullptr, ignore_error);
+        if (virEventRegisterDefaultImpl() != 0) die("virEventRegisterDefaultImpl failed");
+        std::thread([] {
+            for (;;) virEventRunDefaultImpl();
+        }).detach();
+        mkdirs(warm_caps + "/etc");
+        if (!qemu_conf.empty()) write_all(warm_caps + "/etc/qemu.conf", read_all(qemu_conf), 0644);
+        std::string uri = "qemu:///embed?root=" + warm_caps;
+        virConnectPtr c = virConnectOpen(uri.c_str());
+        if (!c) die("connect " + uri + ": " + last_error());
+        char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, domain_type.c_str(), 0);
+        if (!caps) die("virConnectGetDomainCapabilities: " + last_error());
+        std::free(caps);
+        virConnectClose(c);
+        std::printf("{\"warmed\": \"%s\"}\n", warm_caps.c_str());
+        return 0;
+    }
+    if (xml_file.empty() || root.empty() || qemu_conf.empty() || caps_from.empty()) { usage(); return 2; }
+    std::string xml = read_all(xml_file);
+    if (xml.empty()) die("cannot read " + xml_file);
+    std::string conf = read_all(qemu_conf);
+    if (conf.empty()) die("cannot read " + qemu_conf);
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    // libvirt's default event loop in a thread (the embedded driver needs one).
+    virInitialize();
+    virSetErrorFunc(nullptr, ignore_error);
+    if (virEventRegisterDefaultImpl() != 0) die("virEventRegisterDefaultImpl failed");
+    std::thread([] {
+        for (;;) virEventRunDefaultImpl();
+    }).detach();
+
+    double t0 = now_ms();
+    // 1. The overlay.
+    double t_overlay = t0;
+    if (!overlay.empty()) {
+        if (run({qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", backing_fmt, "-b", backing, overlay, size}) != 0)
+            die("qemu-img create " + overlay + " failed");
+        if (gid >= 0 && (::chown(overlay.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(overlay.c_str(), 0660) != 0))
+            die("chown/chmod " + overlay);
+        t_overlay = now_ms();
+    }
+    // 2. The embedded root: qemu.conf and the capabilities cache.
+    mkdirs(root + "/etc");
+    write_all(root + "/etc/qemu.conf", conf, 0644);
+    std::string caps_src = caps_from + "/cache/qemu/capabilities", caps_dst = root + "/cache/qemu/capabilities";
+    mkdirs(caps_dst);
+    if (DIR* d = ::opendir(caps_src.c_str())) {
+        while (struct dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n.size() > 4 && n.substr(n.size() - 4) == ".xml")
+                write_all(caps_dst + "/" + n, read_all(caps_src + "/" + n), 0644);
+        }
+        ::closedir(d);
+    }
+    // 3. Into the guests' network namespace (this thread), connect, create.
+    if (!netns.empty()) {
+        std::string p = "/run/netns/" + netns;
+        int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) die("enter network namespace " + p + ": " + std::strerror(errno));
+        ::close(fd);
+    }
+    double t_root = now_ms();
+    std::string uri = "qemu:///embed?root=" + root;
+    virConnectPtr conn = virConnectOpen(uri.c_str());
+    if (!conn) die("connect " + uri + ": " + last_error());
+    double t_conn = now_ms();
+    virDomainPtr dom = virDomainCreateXML(conn, xml.c_str(), 0);
+    if (!dom) die("virDomainCreateXML: " + last_error());
+    double t_created = now_ms();
+
+    auto fail = [&](const std::string& why) {
+        virDomainDestroy(dom);
+        virDomainFree(dom);
+        virConnectClose(conn);
+        die(why);
+    };
+
+    // 4. Wait for the guest.
+    double t_waited = t_created;
+    std::string waited_for = "none";
+    bool stopped_early = false;
+    if (!wait_ip.empty() || !wait_console.empty()) {
+        double deadline = t_created + timeout_s * 1000;
+        std::string file, text;
+        if (!wait_console.empty()) {
+            auto c = wait_console.find(':');
+            file = wait_console.substr(0, c);
+            text = c == std::string::npos ? "" : wait_console.substr(c + 1);
+        }
+        for (;;) {
+            if (g_stop) fail("interrupted");
+            if (!wait_ip.empty() && port_open(wait_ip, 22)) { waited_for = "ssh"; break; }
+            if (!file.empty() && read_all(file).find(text) != std::string::npos) { waited_for = "console"; break; }
+            if (virDomainIsActive(dom) != 1) { stopped_early = true; waited_for = "stopped"; break; }
+            if (now_ms() > deadline) { waited_for = "timeout"; break; }
+            ::usleep(50000);
+        }
+        t_waited = now_ms();
+    }
+
+    // 5. Tear down.
+    double t_destroyed = t_waited, t_removed = t_waited;
+    if (destroy || !remove_dir.empty()) {
+        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) != 0) fail("virDomainDestroy: " + last_error());
+        virDomainFree(dom);
+        virConnectClose(conn);
+        dom = nullptr;
+        t_destroyed = now_ms();
+        if (!remove_dir.empty()) ::nftw(remove_dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        t_removed = now_ms();
+    } else {
+        // Without --destroy the guest lives until SIGTERM/SIGINT (the process owns it).
+        std::printf("{\"event\": \"created\"}\n");
+        std::fflush(stdout);
+        while (!g_stop && virDomainIsActive(dom) == 1) ::usleep(100000);
+        virDomainDestroy(dom);
+        virDomainFree(dom);
+        virConnectClose(conn);
+        return 0;
+    }
+
+    std::printf(
+        "{\"overlay_ms\": %.1f, \"root_ms\": %.1f, \"connect_ms\": %.1f, \"define_create_ms\": %.1f, "
+        "\"start_ms\": %.1f, \"waited_for\": \"%s\", \"wait_ms\": %.1f, \"boot_ms\": %.1f, \"stopped_early\": %s, "
+        "\"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f}\n",
+        t_overlay - t0, t_root - t_overlay, t_conn - t_root, t_created - t_conn, t_created - t0, waited_for.c_str(),
+        t_waited - t_created, t_waited - t_conn, stopped_early ? "true" : "false", t_destroyed - t_waited,
+        t_removed - t_destroyed, t_removed - t_waited);
+    return 0;
+}
