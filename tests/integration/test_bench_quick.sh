@@ -50,7 +50,7 @@ grep -q '^| # | figure | slurm-vm | baseline (same run) | ratio | target | met |
 if pgrep -f "slurm-vm-keeper --config .*slurm-vm-bench.json" >/dev/null; then fail "a bench keeper is left"; fi
 if pgrep -f "guest=svm-bench-raw-" >/dev/null; then fail "a raw bench guest is left"; fi
 if pgrep -f "qemu-system.*/run/slurm-vm-bench/" >/dev/null; then fail "a bench guest is left"; fi
-if pgrep -x svm-bench-raw-start >/dev/null; then fail "svm-bench-raw-start is left"; fi
+if pgrep -f "bench/svm-bench-raw-start" >/dev/null; then fail "svm-bench-raw-start is left"; fi
 for d in /sys/fs/cgroup/cpuset/slurm-vm-bench /sys/fs/cgroup/memory/slurm-vm-bench; do
     [[ ! -e "$d" ]] || fail "cgroup $d is left"
 done
