@@ -2,6 +2,10 @@
 
 #include <libvirt/virterror.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <mutex>
 #include <thread>
 
@@ -50,16 +54,33 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
 }
 
-void seed_capabilities_cache(const std::string& root, const std::string& cache_root) {
+void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
+                             const std::string& emulator) {
     std::string src = path_join(cache_root, "cache/qemu/capabilities");
     if (list_dir(src).empty()) {
-        // Warm it once: opening a connection probes QEMU and fills the cache.
+        // Warm it once per node: asking for the domain capabilities makes
+        // libvirt probe QEMU and write its cache. A short-lived child does it
+        // (the embedded driver holds its root's pid-file lock for as long as
+        // the process lives), under a lock so concurrent prologs wait for it.
         mkdir_p(cache_root, 0700);
         FileLock lock(path_join(cache_root, ".lock"));
         if (list_dir(src).empty()) {
-            libvirt_quiet();
-            ConnectPtr c(virConnectOpen(("qemu:///embed?root=" + cache_root).c_str()));
-            if (!c) SVM_THROW("probe QEMU capabilities in " + cache_root + ": " + libvirt_last_error());
+            write_embed_qemu_conf(cache_root, s);
+            pid_t pid = ::fork();
+            if (pid < 0) SVM_THROW_ERRNO("fork");
+            if (pid == 0) {
+                libvirt_quiet();
+                virConnectPtr c = virConnectOpen(("qemu:///embed?root=" + cache_root).c_str());
+                if (!c) _exit(1);
+                char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, "qemu", 0);
+                _exit(caps ? 0 : 1);
+            }
+            int st = 0;
+            while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || list_dir(src).empty())
+                SVM_THROW("probing QEMU's capabilities in " + cache_root + " failed (is " +
+                          "qemu-system-x86_64 installed and runnable?)");
         }
     }
     std::string dst = path_join(root, "cache/qemu/capabilities");

@@ -36,7 +36,11 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s);
 
 // Copies a warm QEMU capabilities cache into ROOT (libvirt probes QEMU for
 // several seconds otherwise). `cache_root` is an embed root used only for this.
-void seed_capabilities_cache(const std::string& root, const std::string& cache_root);
+// The cache is probed with the same QEMU user/group pattern as the jobs
+// (libvirt names and validates the cache by it), so one probe serves them all.
+// `emulator` must be the path the domains name (libvirt keys the cache by it).
+void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
+                             const std::string& emulator);
 
 ConnectPtr open_embed(const std::string& root);
 DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent

@@ -108,7 +108,9 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         // The keeper holds the embedded driver; it must be gone before we open it.
         if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, "slurm-vm-keeper", 8000);
         std::string qemu_pid = path_join(root, "run/qemu/" + name + ".pid");
-        if (path_exists(path_join(root, "etc/qemu.conf")) && path_exists(qemu_pid)) {
+        // Only a guest still running needs libvirt (reconnecting costs a
+        // second or more); Slurm usually killed it with the job's cgroup.
+        if (path_exists(path_join(root, "etc/qemu.conf")) && process_recorded_alive(qemu_pid, "guest=" + name)) {
             try {
                 ConnectPtr c = open_embed(root);
                 if (DomainPtr dom = lookup_domain(c.get(), name)) {
@@ -151,6 +153,26 @@ JobRequest job_request_from_env(char** envp) {
         pos = comma + 1;
     }
     return r;
+}
+
+bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
+    std::string text;
+    try {
+        if (!read_file_if_exists(pid_file, text)) return false;
+    } catch (const Error&) {
+        return false;
+    }
+    text = trim(text);
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
+    std::string cmd;
+    try {
+        if (!read_file_if_exists("/proc/" + text + "/cmdline", cmd)) return false;
+    } catch (const Error&) {
+        return false;
+    }
+    for (auto& c : cmd)
+        if (c == '\0') c = ' ';
+    return cmd.find(expect) != std::string::npos;
 }
 
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
@@ -413,7 +435,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         }());
         mkdir_p(p.embed_root(), 0755);
         write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, qgid});
-        seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"));
+        seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, qgid},
+                                cfg.emulator);
 
         write_file_atomic(p.plan_file(), p.to_json(), 0644);
         write_guest_state(p, "prepared");

@@ -51,6 +51,7 @@ std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);
 
 // Stops a process recorded in a pid file if it still runs `expect` (a
 // substring of its command line); SIGTERM, then SIGKILL after grace_ms.
+bool process_recorded_alive(const std::string& pid_file, const std::string& expect);
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);
 
 }  // namespace svm
