@@ -88,6 +88,7 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    <interface type='bridge'>\n";
         x += "      <source bridge='" + e(s.bridge) + "'/>\n";
         if (!s.mac.empty()) x += "      <mac address='" + e(s.mac) + "'/>\n";
+        if (!s.tap.empty()) x += "      <target dev='" + e(s.tap) + "'/>\n";
         x += "      <model type='virtio'/>\n";
         x += "    </interface>\n";
     }

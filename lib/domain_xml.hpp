@@ -23,6 +23,8 @@ struct DomainSpec {
     std::string seed;                // NoCloud seed ISO (vdb, read-only)
     std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
     std::string bridge, mac;         // NIC on this bridge when set
+    std::string tap;                 // host tap name (unique on the host; libvirt's
+                                     // own vnetN choice races between embedded drivers)
     std::string console_log;         // serial console written to this file
     std::vector<ShareSpec> shares;   // 9p shares (passthrough, as QEMU's user)
     std::vector<std::string> hostdevs;  // PCI addresses DDDD:BB:DD.F, already on vfio-pci

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -207,6 +208,11 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.initrd = p.initrd;
     d.cmdline = p.cmdline;
     d.bridge = p.bridge;
+    {
+        char tap[16];
+        std::snprintf(tap, sizeof tap, "svm%xn%d", p.job_id, p.node_index);  // <= 15 chars (IFNAMSIZ)
+        d.tap = tap;
+    }
     d.mac = p.mac;
     d.console_log = p.console_log();
     return d;

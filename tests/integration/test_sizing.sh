@@ -18,6 +18,9 @@ for id in "${ids[@]}"; do
     end=$(( $(date +%s) + 600 ))
     until grep -q vcpus= "$wd/slurm-$id.out" 2>/dev/null; do
         (( $(date +%s) < end )) || fail "job $id never ran in its guest: $(cat "$wd/slurm-$id.out" 2>/dev/null)"
+        case "$(job_field "$id" JobState)" in
+            COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) fail "job $id ended before its guest ran: $(cat "$wd/slurm-$id.out" 2>/dev/null)" ;;
+        esac
         sleep 1
     done
     qpid="$(pgrep -f "guest=slurm-vm-$id-node3" | head -n1)"

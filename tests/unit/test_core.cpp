@@ -177,6 +177,7 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     s.cmdline = "root=/dev/vda1 console=ttyS0";
     s.bridge = "br0";
     s.mac = "52:54:0a:d5:2b:0a";
+    s.tap = "svm2an0";
     s.console_log = "/run/slurm-vm/node1/job_42/console.log";
     std::string x = svm::domain_xml(s);
     CHECK(x.find("<vcpupin vcpu='3' cpuset='7'/>") != std::string::npos);
@@ -184,6 +185,7 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     CHECK(x.find("<memory unit='MiB'>3840</memory>") != std::string::npos);
     CHECK(x.find("<cpu mode='host-passthrough'") != std::string::npos);
     CHECK(x.find("a&amp;b.qcow2") != std::string::npos);
+    CHECK(x.find("<target dev='svm2an0'/>") != std::string::npos);
     // The user's image: format pinned, and an explicitly empty backing chain.
     CHECK(x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
           std::string::npos);
