@@ -20,7 +20,16 @@ namespace svm::test {
 void qemu_img(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"qemu-img"};
     argv.insert(argv.end(), args.begin(), args.end());
-    run_checked(argv);
+    // QEMU calibrates LUKS key derivation with the thread's CPU time, which
+    // fails now and then on a loaded machine ("Unable to get accurate CPU
+    // usage"): retry that one error a few times.
+    for (int attempt = 1;; ++attempt) {
+        RunResult r = run(argv);
+        if (r.ok()) return;
+        if (attempt < 6 && (r.err + r.out).find("accurate CPU usage") != std::string::npos) continue;
+        run_checked(argv);  // throws with the message
+        return;
+    }
 }
 
 void write_bytes(const std::string& path, uint64_t off, const std::string& bytes) {
