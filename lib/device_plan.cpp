@@ -4,48 +4,11 @@
 #include <set>
 #include <sstream>
 
+#include "cpuset.hpp"
 #include "fs.hpp"
 #include "pci_device.hpp"
 
 namespace svm {
-
-std::vector<int> parse_cpu_list(const std::string& text) {
-    std::vector<int> out;
-    std::stringstream in(trim(text));
-    std::string part;
-    while (std::getline(in, part, ',')) {
-        part = trim(part);
-        if (part.empty()) continue;
-        try {
-            auto dash = part.find('-');
-            if (dash == std::string::npos) {
-                out.push_back(std::stoi(part));
-            } else {
-                int a = std::stoi(part.substr(0, dash)), b = std::stoi(part.substr(dash + 1));
-                if (b < a || b - a > 65536) SVM_THROW("bad range");
-                for (int i = a; i <= b; ++i) out.push_back(i);
-            }
-        } catch (const std::exception&) {
-            SVM_THROW("invalid CPU list '" + text + "'");
-        }
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
-std::string format_cpu_list(const std::vector<int>& cpus) {
-    std::string out;
-    for (size_t i = 0; i < cpus.size();) {
-        size_t j = i;
-        while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-        if (!out.empty()) out += ",";
-        out += std::to_string(cpus[i]);
-        if (j > i) out += "-" + std::to_string(cpus[j]);
-        i = j + 1;
-    }
-    return out;
-}
 
 std::vector<PciAddress> DevicePlan::addresses() const {
     std::vector<PciAddress> out;
@@ -253,16 +216,16 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
             plan.warnings.push_back(root.node_cpulist(n) + " missing");
             continue;
         }
-        auto c = parse_cpu_list(*list);
+        auto c = parse_cpulist(*list);
         cpus.insert(cpus.end(), c.begin(), c.end());
     }
     if (cpus.empty() && !all.empty()) {
         // No NUMA information: the kernel's local_cpulist of the first device.
-        if (auto l = root.read_attr(root.pci_attr(all.front().address, "local_cpulist"))) cpus = parse_cpu_list(*l);
+        if (auto l = root.read_attr(root.pci_attr(all.front().address, "local_cpulist"))) cpus = parse_cpulist(*l);
     }
     std::sort(cpus.begin(), cpus.end());
     cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-    plan.cpus = format_cpu_list(cpus);
+    plan.cpus = format_cpulist(cpus);
     if (iommu.interrupt_remapping == Tristate::unknown)
         plan.warnings.push_back("interrupt remapping state unknown (" + root.proc("interrupts") + " unreadable)");
     return plan;

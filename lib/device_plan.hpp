@@ -46,8 +46,6 @@ DevicePlan plan_devices(const SysfsRoot& root, const DeviceConfig& cfg, const st
 // The same from PCI addresses already resolved (doctor, tests).
 DevicePlan plan_devices_for(const SysfsRoot& root, const DeviceConfig& cfg, const std::vector<PciAddress>& allocated);
 
-// Helpers shared with inventory/doctor.
-std::vector<int> parse_cpu_list(const std::string& text);
-std::string format_cpu_list(const std::vector<int>& cpus);
+// CPU lists: parse_cpulist / format_cpulist in cpuset.hpp.
 
 }  // namespace svm

@@ -1,4 +1,4 @@
-// SSH key pairs for a job, made with OpenSSH's own ssh-keygen.
+// An SSH key pair in OpenSSH's formats (made by job_keys.hpp).
 #pragma once
 #include <string>
 
@@ -8,7 +8,5 @@ struct KeyPair {
     std::string private_key;  // OpenSSH format
     std::string public_key;   // one line
 };
-
-KeyPair generate_ed25519(const std::string& comment);
 
 }  // namespace svm

@@ -68,12 +68,7 @@ ImagePolicy policy_of(const NodeConfig& cfg) {
 void check_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
     check_image_path(path);
     RunResult r = run_function_as(who, [&](int) {
-        int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0) SVM_THROW(path + " (" + what + ") is not readable by user " + who.user + " (" + std::strerror(errno) + ")");
-        struct stat st;
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) SVM_THROW(path + " (" + what + ") is not a regular file");
-        if (st.st_size == 0) SVM_THROW(path + " (" + what + ") is empty");
-        ::close(fd);
+        check_boot_file(path, what, who.user);
         return 0;
     });
     if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
@@ -155,59 +150,57 @@ JobRequest job_request_from_env(char** envp) {
     return r;
 }
 
-bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
+namespace {
+
+// The pid recorded in a pid file; 0 when there is none (or it is not a pid).
+pid_t recorded_pid(const std::string& pid_file) {
     std::string text;
     try {
-        if (!read_file_if_exists(pid_file, text)) return false;
+        if (!read_file_if_exists(pid_file, text)) return 0;
     } catch (const Error&) {
-        return false;
+        return 0;
     }
     text = trim(text);
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
-    std::string cmd;
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+    pid_t pid = static_cast<pid_t>(std::stol(text));
+    return pid > 1 ? pid : 0;
+}
+
+// True while pid runs a command line containing `expect` (zombies do not count:
+// a pid file may outlive its process, and pids are reused).
+bool runs(pid_t pid, const std::string& expect) {
+    std::string cmd, stat;
     try {
-        if (!read_file_if_exists("/proc/" + text + "/cmdline", cmd)) return false;
+        if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
+        read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat);
     } catch (const Error&) {
         return false;
     }
     for (auto& c : cmd)
         if (c == '\0') c = ' ';
-    return cmd.find(expect) != std::string::npos;
+    if (cmd.find(expect) == std::string::npos) return false;
+    auto rp = stat.rfind(')');
+    return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
+}
+
+}  // namespace
+
+bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
+    pid_t pid = recorded_pid(pid_file);
+    return pid && runs(pid, expect);
 }
 
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
-    std::string text;
-    if (!read_file_if_exists(pid_file, text)) return;
-    text = trim(text);
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return;
-    pid_t pid = static_cast<pid_t>(std::stol(text));
-    if (pid <= 1) return;
-    auto still_ours = [&]() {
-        std::string cmd;
-        try {
-            if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
-        } catch (const Error&) {
-            return false;
-        }
-        for (auto& c : cmd)
-            if (c == '\0') c = ' ';
-        if (cmd.find(expect) == std::string::npos) return false;
-        std::string stat;
-        if (read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) {
-            auto rp = stat.rfind(')');
-            if (rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z') return false;
-        }
-        return true;
-    };
-    if (!still_ours()) return;
+    pid_t pid = recorded_pid(pid_file);
+    if (!pid || !runs(pid, expect)) return;
     ::kill(pid, SIGTERM);
     for (int waited = 0; waited < grace_ms; waited += 50) {
-        if (!still_ours()) return;
+        if (!runs(pid, expect)) return;
         ::usleep(50000);
     }
     ::kill(pid, SIGKILL);
     for (int waited = 0; waited < 5000; waited += 50) {
-        if (!still_ours()) return;
+        if (!runs(pid, expect)) return;
         ::usleep(50000);
     }
     SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
