@@ -103,8 +103,7 @@ int cmd_doctor(const Args& args) {
         opts.slurm_check = [] {
             RunOptions o;
             o.timeout_ms = 20000;
-            for (const char* v : {"PATH", "SLURM_CONF"})
-                if (const char* e = getenv(v)) o.env.push_back(std::string(v) + "=" + e);
+            o.env = inherited_env({"PATH", "SLURM_CONF"});
             RunResult r = run({"scontrol", "show", "config"}, o);
             if (!r.ok())
                 return std::vector<CheckResult>{{"slurm", CheckStatus::warn,

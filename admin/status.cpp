@@ -162,8 +162,7 @@ int cmd_sweep(const Args& args) {
         // Jobs Slurm runs on this node now (never touched).
         RunOptions qo;
         qo.timeout_ms = 30000;
-        for (const char* v : {"PATH", "SLURM_CONF"})
-            if (const char* e = getenv(v)) qo.env.push_back(std::string(v) + "=" + e);
+        qo.env = inherited_env({"PATH", "SLURM_CONF"});
         RunResult q = run({"squeue", "-h", "-w", node, "-o", "%i", "-t", "PD,CF,R,CG,S,ST"}, qo);
         std::set<uint32_t> live;
         if (!q.ok()) {

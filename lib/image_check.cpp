@@ -396,4 +396,13 @@ std::string format_size(uint64_t bytes) {
     return b;
 }
 
+void check_boot_file(const std::string& path, const std::string& what, const std::string& user) {
+    check_image_path(path);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd) SVM_THROW(path + " (" + what + ") is not readable by user " + user + " (" + std::strerror(errno) + ")");
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) SVM_THROW(path + " (" + what + ") is not a regular file");
+    if (st.st_size == 0) SVM_THROW(path + " (" + what + ") is empty");
+}
+
 }  // namespace svm

@@ -90,6 +90,11 @@ QemuImgInfo qemu_img_info(int fd, ImageFormat format, const std::string& shown_p
 
 // Absolute, no ".." component, no NUL; throws a one-sentence svm::Error.
 void check_image_path(const std::string& path);
+
+// A kernel or initrd for direct boot (`what`), checked by a process that runs
+// as the user (`user` names them in messages): the image's path rules, then a
+// non-empty regular file that user can read. Never blocks on a FIFO.
+void check_boot_file(const std::string& path, const std::string& what, const std::string& user);
 // True when real_path is one of dirs or lies below one of them.
 bool path_inside(const std::string& real_path, const std::vector<std::string>& dirs);
 

@@ -230,6 +230,13 @@ RunResult run_function_as(const Credentials& as, const std::function<int(int out
     return collect(pid, -1, outp[0], errp[0], "", timeout_ms);
 }
 
+std::vector<std::string> inherited_env(std::initializer_list<const char*> names) {
+    std::vector<std::string> out;
+    for (const char* n : names)
+        if (const char* v = ::getenv(n)) out.push_back(std::string(n) + "=" + v);
+    return out;
+}
+
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) {

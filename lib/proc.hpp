@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,5 +57,9 @@ RunResult run_function_as(const Credentials& as, const std::function<int(int out
 void drop_privileges(const Credentials& as);
 
 std::string shell_quote(const std::string& s);
+
+// "NAME=value" for each of `names` set in this process's environment (to pass
+// e.g. PATH and SLURM_CONF on to a Slurm command run with RunOptions::env).
+std::vector<std::string> inherited_env(std::initializer_list<const char*> names);
 
 }  // namespace svm

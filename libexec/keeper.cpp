@@ -17,21 +17,10 @@
 
 namespace {
 
-std::string env_path() {
-    const char* p = getenv("PATH");
-    return std::string("PATH=") + (p ? p : "/usr/local/bin:/usr/bin:/bin");
-}
-
-std::vector<std::string> slurm_env() {
-    std::vector<std::string> env{env_path()};
-    if (const char* c = getenv("SLURM_CONF")) env.push_back(std::string("SLURM_CONF=") + c);
-    return env;
-}
-
 // The job's AdminComment as JSON (an empty object when unset or not ours).
 svm::Json read_admin_comment(uint32_t job) {
     svm::RunOptions o;
-    o.env = slurm_env();
+    o.env = svm::inherited_env({"PATH", "SLURM_CONF"});
     o.timeout_ms = 20000;
     svm::RunResult r = svm::run({"scontrol", "show", "job", std::to_string(job)}, o);
     std::string value;
@@ -77,7 +66,7 @@ void publish(const svm::JobPlan& p, const std::string& record) {
         } else {
             json_object_set_new(nodes, p.node.c_str(), rec);
             svm::RunOptions o;
-            o.env = slurm_env();
+            o.env = svm::inherited_env({"PATH", "SLURM_CONF"});
             o.timeout_ms = 20000;
             svm::RunResult w = svm::run({"scontrol", "update", "jobid=" + std::to_string(p.job_id),
                                          "AdminComment=" + svm::json_dump(root.get())},

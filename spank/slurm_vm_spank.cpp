@@ -16,6 +16,7 @@ extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 }
+#include <pwd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,14 +110,9 @@ svm::ImagePolicy submit_policy() {
     return pol;
 }
 
-void check_boot_file(const std::string& path, const char* what) {
-    svm::check_image_path(path);
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) SVM_THROW(path + " (" + what + ") is not readable (" + std::strerror(errno) + ")");
-    struct stat st;
-    bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
-    ::close(fd);
-    if (!ok) SVM_THROW(path + " (" + what + ") is not a non-empty regular file");
+std::string self_name() {
+    struct passwd* pw = getpwuid(getuid());
+    return pw ? pw->pw_name : std::to_string(getuid());
 }
 
 // Local and allocator contexts: check as the submitting user and pass on.
@@ -141,10 +137,10 @@ int submit_side(spank_t sp) {
         g_opt.kernel = absolute(g_opt.kernel);
         g_opt.initrd = absolute(g_opt.initrd);
         svm::open_image_as_self(g_opt.image, submit_policy());
-        if (!g_opt.kernel.empty()) check_boot_file(g_opt.kernel, "kernel");
+        if (!g_opt.kernel.empty()) svm::check_boot_file(g_opt.kernel, "kernel", self_name());
         if (!g_opt.initrd.empty()) {
             if (g_opt.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
-            check_boot_file(g_opt.initrd, "initrd");
+            svm::check_boot_file(g_opt.initrd, "initrd", self_name());
         }
         if (g_opt.cmdline.find('\n') != std::string::npos) SVM_THROW("--vm-cmdline must be a single line");
     } catch (const svm::Error& e) {
