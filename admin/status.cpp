@@ -70,13 +70,6 @@ bool parse(const Args& args, NodeArgs& a, const char* usage, bool sweep) {
     return true;
 }
 
-bool pid_file_alive(const std::string& f) {
-    std::string t;
-    if (!read_file_if_exists(f, t)) return false;
-    t = trim(t);
-    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos && path_exists("/proc/" + t);
-}
-
 const char* kStatusUsage =
     "usage: slurm-vm status [--config FILE] [--node NAME]... [--json]\n"
     "Shows, per node, the VM jobs with state here: guest state, address, keeper and\n"
@@ -122,7 +115,7 @@ int cmd_status(const Args& args) {
             } else if (read_file_if_exists(path_join(dir, "state"), text)) {
                 state = trim(text);
             }
-            bool keeper = pid_file_alive(path_join(dir, "keeper.pid"));
+            bool keeper = process_recorded_alive(path_join(dir, "keeper.pid"), "slurm-vm-keeper");
             Ledger l = Ledger::load(c.ledger_path(id), id);
             json_object_set_new(j.get(), "state", json_string(state.c_str()));
             json_object_set_new(j.get(), "user", json_string(user.c_str()));
