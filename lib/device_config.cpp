@@ -56,7 +56,7 @@ DeviceConfig parse_device_config(const json_t* devices) {
     try {
         if (!json_is_object(devices)) SVM_THROW("must be an object");
         check_keys(devices,
-                   {"gpus", "vf_providers", "guid_prefix", "node_id", "policy", "vf_state_dir", "unbind_timeout_s"},
+                   {"gpus", "vf_providers", "guid_prefix", "node_id", "policy", "vf_state_dir", "unbind_timeout_s", "emulated_kernel"},
                    "devices");
         std::set<std::string> seen;
         if (json_t* gpus = json_object_get(devices, "gpus")) {
@@ -131,6 +131,10 @@ DeviceConfig parse_device_config(const json_t* devices) {
         if (auto t = json_get_int(devices, "unbind_timeout_s")) {
             if (*t < 0 || *t > 3600) SVM_THROW("\"unbind_timeout_s\" must be 0..3600");
             c.unbind_timeout_s = static_cast<int>(*t);
+        }
+        if (auto k = json_get_string(devices, "emulated_kernel")) {
+            if (k->empty() || (*k)[0] != '/') SVM_THROW("\"emulated_kernel\" must be an absolute path");
+            c.emulated_kernel = *k;
         }
     } catch (Error& e) {
         SVM_CONTEXT(e, "devices");

@@ -36,6 +36,10 @@ struct DeviceConfig {
     DevicePolicy policy;
     std::string vf_state_dir = "/run/slurm-vm/vf-pool";  // pool state and lock
     int unbind_timeout_s = 10;
+    // Tests only: a program that plays the kernel for a fake sysfs_root; every
+    // sysfs write goes to it as `PROGRAM ROOT FILE VALUE` (exit status = errno).
+    // Refused when sysfs_root is "/".
+    std::string emulated_kernel;
 
     const GpuConfig* gpu_by_minor(int minor) const;
     const GpuConfig* gpu_by_pci(const PciAddress& a) const;

@@ -6,6 +6,11 @@
 
 namespace svm {
 
+std::unique_ptr<SysfsWriter> device_writer(const SysfsRoot& root, const DeviceConfig& cfg) {
+    if (!cfg.emulated_kernel.empty()) return std::make_unique<EmulatedKernelWriter>(cfg.emulated_kernel, root);
+    return std::make_unique<RealSysfsWriter>();
+}
+
 static BindOptions bind_options(const DeviceConfig& cfg) {
     BindOptions o;
     o.busy_timeout_ms = cfg.unbind_timeout_s * 1000;

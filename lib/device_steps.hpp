@@ -6,6 +6,7 @@
 // (VfReservationRecord), "vf_config" (VfConfigRecord).
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,10 @@
 #include "vfio_binding.hpp"
 
 namespace svm {
+
+// The writer for the node's device changes: the kernel itself, or the
+// emulated one a test configured (devices.emulated_kernel).
+std::unique_ptr<SysfsWriter> device_writer(const SysfsRoot& root, const DeviceConfig& cfg);
 
 using DeviceRecordFn = std::function<void(const std::string& kind, const json_t* data)>;
 

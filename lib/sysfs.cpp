@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "fs.hpp"
+#include "proc.hpp"
 
 namespace svm {
 
@@ -73,6 +74,21 @@ void RealSysfsWriter::write(const std::string& path, const std::string& value) {
     ssize_t n = ::write(fd.get(), value.data(), value.size());
     if (n < 0) throw SysfsWriteError(path, value, errno, __FILE__, __LINE__, __func__);
     if (static_cast<size_t>(n) != value.size()) throw SysfsWriteError(path, value, EIO, __FILE__, __LINE__, __func__);
+}
+
+EmulatedKernelWriter::EmulatedKernelWriter(std::string program, const SysfsRoot& root)
+    : program_(std::move(program)), root_(root.root()) {
+    if (root_ == "/" || root_.empty())
+        SVM_THROW("devices.emulated_kernel is for tests with a fake sysfs_root; it cannot stand in for the real kernel");
+}
+
+void EmulatedKernelWriter::write(const std::string& path, const std::string& value) {
+    RunOptions o;
+    o.timeout_ms = 10000;
+    RunResult r = run({program_, root_, path, value}, o);
+    if (r.ok()) return;
+    int err = r.status > 0 && r.status < 128 ? r.status : EIO;
+    throw SysfsWriteError(path, value, err, __FILE__, __LINE__, __func__);
 }
 
 }  // namespace svm

@@ -71,4 +71,17 @@ public:
     void write(const std::string& path, const std::string& value) override;
 };
 
+// Hands each write to a program that emulates the kernel over a fake tree
+// (`PROGRAM ROOT FILE VALUE`; its exit status is the errno to report). Only
+// for a root other than "/": the constructor refuses the real one.
+class EmulatedKernelWriter : public SysfsWriter {
+public:
+    EmulatedKernelWriter(std::string program, const SysfsRoot& root);
+    void write(const std::string& path, const std::string& value) override;
+
+private:
+    std::string program_;
+    std::string root_;
+};
+
 }  // namespace svm

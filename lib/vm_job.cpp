@@ -82,8 +82,8 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         for (const char* kind : {"vfio_bind", "vf_reservation", "vf_config"}) {
             std::string k = kind;
             m[k] = [dc, root, k](const json_t* d) {
-                RealSysfsWriter w;
-                undo_device_step(*root, w, *dc, k, d);
+                auto w = device_writer(*root, *dc);
+                undo_device_step(*root, *w, *dc, k, d);
             };
         }
     }
@@ -387,12 +387,12 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             if (!allocated.empty() || !dc.vf_providers.empty()) {
                 SysfsRoot root(cfg.sysfs_root);
                 DevicePlan plan = plan_devices_for(root, dc, allocated);
-                RealSysfsWriter w;
+                auto w = device_writer(root, dc);
                 DeviceStepOptions o;
                 o.job = std::to_string(req.job_id);
                 o.want_vf = !dc.vf_providers.empty();
                 o.hostname = req.node;
-                PreparedDevices pd = prepare_devices(root, w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
+                PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
                     ledger.record(kind, Json(json_deep_copy(d)));
                 });
                 for (const auto& a : pd.hostdevs) p.hostdevs.push_back(a.str());

@@ -94,7 +94,31 @@ FakeSysfs::FakeSysfs() : root_(make_temp("svm-sysfs")) {
     write_rel("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n");
 }
 
+FakeSysfs::FakeSysfs(const std::string& existing_root, Adopt) : root_(existing_root), owned_(false) {
+    std::string state = path(".emulated-kernel");
+    if (!path_exists(state)) SVM_THROW(root_ + " was not built as a fake tree (no .emulated-kernel)");
+    for (const char* which : {"native", "busy"}) {
+        std::ifstream in(path_join(state, which));
+        std::string addr, v;
+        while (in >> addr >> v) {
+            if (std::string(which) == "native") native_[addr] = v == "-" ? "" : v;
+            else busy_[addr] = std::stoi(v);
+        }
+    }
+}
+
+void FakeSysfs::save_state() const {
+    std::string state = path(".emulated-kernel");
+    mkdir_p(state);
+    std::string n, b;
+    for (const auto& [a, d] : native_) n += a + " " + (d.empty() ? "-" : d) + "\n";
+    for (const auto& [a, c] : busy_) b += a + " " + std::to_string(c) + "\n";
+    write_file_atomic(path_join(state, "native"), n, 0644);
+    write_file_atomic(path_join(state, "busy"), b, 0644);
+}
+
 FakeSysfs::~FakeSysfs() {
+    if (!owned_) return;
     try {
         remove_tree(root_);
     } catch (...) {

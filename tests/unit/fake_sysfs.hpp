@@ -44,7 +44,16 @@ struct FakeDevice {
 class FakeSysfs {
 public:
     FakeSysfs();
+    // Adopts a tree built earlier (by another process): the kernel's state
+    // that is not in the files (which driver a probe binds, busy devices) is
+    // read from ROOT/.emulated-kernel/, and the tree is not removed on exit.
+    struct Adopt {};
+    FakeSysfs(const std::string& existing_root, Adopt);
     ~FakeSysfs();
+    // Writes that state to ROOT/.emulated-kernel/ (see Adopt).
+    void save_state() const;
+    // Busy devices of an adopted tree (unbind fails with EBUSY N more times; -1 = always).
+    std::map<std::string, int>& busy() { return busy_; }
     FakeSysfs(const FakeSysfs&) = delete;
     FakeSysfs& operator=(const FakeSysfs&) = delete;
 
@@ -91,6 +100,8 @@ private:
     void link_rel(const std::string& rel, const std::string& target_rel);  // relative link to target
     int next_free_group() const;
     std::string root_;
+    bool owned_ = true;
+    std::map<std::string, int> busy_;
     std::map<std::string, std::string> native_;         // address -> driver a probe binds
     std::map<std::string, FakeDevice> pf_templates_;    // PF address -> its build description
 };
@@ -104,6 +115,7 @@ public:
     void fail_write(int n, int err = EIO) { fail_at_ = n, fail_err_ = err; }  // 1-based; 0 = never
     void busy(const std::string& address, int attempts) { busy_[address] = attempts; }  // -1 = forever
 
+    const std::map<std::string, int>& busy_left() const { return busy_; }
     int writes() const { return writes_; }
     const std::vector<std::string>& log() const { return log_; }        // "rel <- value"
     const std::vector<std::string>& refusals() const { return refusals_; }
