@@ -27,6 +27,7 @@ std::string NodeConfig::ledger_dir() const { return path_join(state_dir, "ledger
 std::string NodeConfig::ledger_path(uint32_t job_id) const {
     return path_join(ledger_dir(), "job_" + std::to_string(job_id) + ".json");
 }
+std::string NodeConfig::job_log_dir() const { return path_join(log_dir, node_name); }
 std::string NodeConfig::lease_dir() const {
     // Leases must be shared by every node that uses the same bridge; state_dir
     // is per node, so they live beside it.
@@ -55,7 +56,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "sysfs_root", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "sysfs_root", "log_dir", "log_keep_days", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -73,6 +74,10 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         if (auto v = json_get_string(root.get(), "default_cmdline")) c.default_cmdline = *v;
         if (auto v = json_get_string(root.get(), "secret_file")) c.secret_file = *v;
         if (auto v = json_get_string(root.get(), "sysfs_root")) c.sysfs_root = *v;
+        if (auto v = json_get_string(root.get(), "log_dir")) c.log_dir = *v;
+        if (c.log_dir.empty() || c.log_dir[0] != '/') SVM_THROW("\"log_dir\" must be an absolute path");
+        if (auto v = json_get_int(root.get(), "log_keep_days")) c.log_keep_days = static_cast<int>(*v);
+        if (c.log_keep_days < 0) SVM_THROW("\"log_keep_days\" must be 0 (keep forever) or more");
         c.allowed_image_dirs = json_get_string_array(root.get(), "allowed_image_dirs");
         for (auto& d : c.allowed_image_dirs)
             if (d.empty() || d[0] != '/') SVM_THROW("\"allowed_image_dirs\" entries must be absolute paths");

@@ -30,6 +30,10 @@ struct NodeConfig {
     int64_t min_guest_memory_mib = 256;
     int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
     std::string sysfs_root = "/";  // tests point it at a fake tree
+    // Per-job logs an admin reads after the job: <log_dir>/<node>/job_<id>.log
+    // (root, 0640), kept log_keep_days (pruned by `slurm-vm sweep`; 0 = never).
+    std::string log_dir = "/var/log/slurm-vm";
+    int log_keep_days = 30;
     std::string secret_file = SVM_SYSCONFDIR "/secret";  // root-only, same on every node
     std::string default_cmdline = "root=/dev/vda1 rw console=ttyS0";
     std::vector<std::string> allowed_image_dirs;  // empty: any directory
@@ -46,6 +50,7 @@ struct NodeConfig {
     std::string ledger_dir() const;
     std::string ledger_path(uint32_t job_id) const;
     std::string lease_dir() const;   // IP leases, shared by all nodes of one host
+    std::string job_log_dir() const;  // <log_dir>/<node>
 };
 
 NodeConfig load_config(const std::string& path, const std::string& node_name);
