@@ -6,9 +6,15 @@
 //   svm-emulated-kernel ROOT FILE VALUE      one sysfs write, as the kernel would
 //                                            take it; exit status = errno (0 = ok)
 //   svm-emulated-kernel --build ROOT NAME    builds a node (NAME: gpu-node)
-//   svm-emulated-kernel --busy ROOT PCI N    PCI's driver refuses unbind N times (-1 always)
+//   svm-emulated-kernel --busy ROOT PCI[@DRIVER] N
+//                                            unbinding PCI (from DRIVER only, if
+//                                            given) fails with EBUSY N times (-1 always)
+// Every write is appended to ROOT/.emulated-kernel/writes.
 //   svm-emulated-kernel --snapshot ROOT      every path with its content, one per line
 //   svm-emulated-kernel --driver ROOT PCI    the driver PCI is bound to ("" = none)
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +31,13 @@ using namespace svm::test;
 
 namespace {
 
+void append_line(const std::string& file, const std::string& line) {
+    FILE* f = std::fopen(file.c_str(), "a");
+    if (!f) SVM_THROW_ERRNO("open " + file);
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+}
+
 int usage() {
     std::fprintf(stderr,
                  "usage: svm-emulated-kernel ROOT FILE VALUE | --build ROOT gpu-node | --busy ROOT PCI N |\n"
@@ -34,7 +47,7 @@ int usage() {
 
 // A GPU node: IOMMU on, two NUMA nodes, one GPU 0000:3b:00.0 on nvidia with
 // its audio function 0000:3b:00.1 (group 7), an InfiniBand HCA 0000:2b:00.0
-// with two VFs.
+// with two VFs; dev/nvidia0 for gres.conf.
 void build_gpu_node(const std::string& root) {
     if (path_exists(root)) remove_tree(root);
     FakeSysfs scratch;  // built in a temporary tree, then moved into place
@@ -42,8 +55,13 @@ void build_gpu_node(const std::string& root) {
     one_gpu(scratch);
     gpu_audio(scratch);
     hca(scratch, "0000:2b:00.0", 0, 30, 2);
+    // What gres.conf names: Slurm only counts a character device (the nvidia
+    // driver's major 195); a plain file where mknod is not allowed.
+    if (::mknod(scratch.path("dev/nvidia0").c_str(), S_IFCHR | 0666, makedev(195, 0)) != 0)
+        write_file_atomic(scratch.path("dev/nvidia0"), "", 0666);
     scratch.save_state();
     mkdir_p(root);
+    ::chmod(scratch.root().c_str(), 0755);
     std::string cmd = "cp -a " + shell_quote(scratch.root()) + "/. " + shell_quote(root) + "/";
     if (std::system(cmd.c_str()) != 0) SVM_THROW("cannot copy the fake tree to " + root);
 }
@@ -91,6 +109,10 @@ int main(int argc, char** argv) {
         }
         fs.busy() = k.busy_left();
         fs.save_state();
+        // Every write, for tests to see what happened: "rel <- value[ -> errno]".
+        std::string line = k.log().empty() ? std::string(argv[2]) : k.log().back();
+        if (status) line += " -> " + std::to_string(status);
+        append_line(fs.path(".emulated-kernel/writes"), line);
         return status;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "svm-emulated-kernel: %s\n", e.what());

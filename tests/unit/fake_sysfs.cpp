@@ -1,6 +1,7 @@
 #include "fake_sysfs.hpp"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -425,6 +426,9 @@ std::map<std::string, std::string> FakeSysfs::snapshot() const {
             } else if (S_ISDIR(st.st_mode)) {
                 out[r] = "D";
                 todo.push_back(r);
+            } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+                out[r] = (S_ISCHR(st.st_mode) ? "C:" : "B:") + std::to_string(major(st.st_rdev)) + ":" +
+                         std::to_string(minor(st.st_rdev));
             } else {
                 out[r] = "F:" + read_file(path(r));
             }
@@ -555,7 +559,8 @@ void FakeKernel::write(const std::string& path, const std::string& value) {
         if (p[5] == "unbind") {
             if (fs_.driver_of(v) != drv)
                 refuse(path, value, ENODEV, v + " is not bound to " + drv + " (driver: '" + fs_.driver_of(v) + "')");
-            auto b = busy_.find(v);
+            auto b = busy_.find(v + "@" + drv);  // busy only while bound to drv
+            if (b == busy_.end()) b = busy_.find(v);
             if (b != busy_.end() && b->second != 0) {
                 if (b->second > 0) --b->second;
                 throw SysfsWriteError(path, value, EBUSY, __FILE__, __LINE__, __func__);

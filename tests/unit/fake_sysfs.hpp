@@ -113,7 +113,7 @@ public:
 
     // Failure injection.
     void fail_write(int n, int err = EIO) { fail_at_ = n, fail_err_ = err; }  // 1-based; 0 = never
-    void busy(const std::string& address, int attempts) { busy_[address] = attempts; }  // -1 = forever
+    void busy(const std::string& address, int attempts) { busy_[address] = attempts; }  // -1 = forever; "ADDR@DRIVER": only when bound to DRIVER
 
     const std::map<std::string, int>& busy_left() const { return busy_; }
     int writes() const { return writes_; }
