@@ -1,0 +1,53 @@
+#!/bin/bash
+# slurmd restarted while a VM job runs: the job ends while node1's slurmd is
+# down, and once slurmd is back Slurm runs the epilog, which removes the guest
+# and all of the job's state. The node is not drained.
+source "$(dirname "$0")/lib.sh"
+
+wd="$(workdir)"
+# The script waits, in the guest, for a file the test creates on the host
+# (the submit directory is shared into the guest).
+printf '#!/bin/bash\necho started\nwhile [ ! -e go ]; do sleep 1; done\necho finished\n' >"$wd/job.sh"
+chown -R "$SVM_USER:" "$wd"
+# shellcheck disable=SC2046
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 10 $(vm_opts) job.sh)"
+log "submitted job $id"
+end=$(( $(date +%s) + 600 ))
+until grep -q started "$wd/slurm-$id.out" 2>/dev/null; do
+    (( $(date +%s) < end )) || fail "job $id never started in its guest"
+    sleep 1
+done
+
+pidf="$SVM_CLUSTER_DIR/run/slurmd-node1.pid"
+old="$(cat "$pidf")"
+kill -TERM "$old"
+for _ in $(seq 1 60); do [[ -d "/proc/$old" ]] || break; sleep 0.5; done
+[[ -d "/proc/$old" ]] && fail "slurmd node1 ($old) did not stop"
+log "slurmd node1 stopped; the job's guest goes on"
+pgrep -f "guest=slurm-vm-$id-node1" >/dev/null || fail "the guest of job $id died with slurmd"
+
+touch "$wd/go"
+chown "$SVM_USER:" "$wd/go"
+end=$(( $(date +%s) + 120 ))
+until grep -q finished "$wd/slurm-$id.out" 2>/dev/null; do
+    (( $(date +%s) < end )) || fail "job $id's script did not finish while slurmd was down: $(cat "$wd/slurm-$id.out")"
+    sleep 1
+done
+log "the job's script finished while slurmd was down"
+sleep 2
+
+(cd / && env SVM_TEST_CLUSTER="$SVM_CLUSTER_DIR" SLURM_CONF="$SLURM_CONF" \
+    /usr/sbin/slurmd -f "$SLURM_CONF" -N node1 </dev/null) ||
+    fail "slurmd node1 did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-node1.log)"
+log "slurmd node1 started again"
+
+state="$(wait_job "$id" 180)"
+[[ "$state" == COMPLETED ]] || fail "job $id ended $state after slurmd's restart: $(cat "$wd/slurm-$id.out")"
+wait_clean "$id" 120
+end=$(( $(date +%s) + 60 ))
+until [[ "$(sinfo -h -n node1 -o '%t')" == idle ]]; do
+    (( $(date +%s) < end )) || fail "node1 is $(sinfo -h -n node1 -o '%t') ($(sinfo -h -n node1 -o '%E')) after slurmd's restart"
+    sleep 1
+done
+no_node_drained
+pass "slurmd restarted during job $id: job COMPLETED, guest and state removed by the epilog, node1 idle"
