@@ -11,6 +11,7 @@
 #include "fs.hpp"
 #include "job_plan.hpp"
 #include "ledger.hpp"
+#include "log.hpp"
 #include "proc.hpp"
 #include "vm_job.hpp"
 
@@ -84,7 +85,9 @@ const char* kSweepUsage =
     "Finds state of VM jobs that no longer run on the node (guests, keepers, overlays,\n"
     "keys, leases, device bindings: everything in their ledgers) and undoes it. Safe at\n"
     "any time and at slurmd start: a job Slurm still runs on the node is never touched,\n"
-    "and if Slurm cannot be asked, nothing is done (unless --force).\n"
+    "and if Slurm cannot be asked, nothing is done (unless --force). Also deletes the\n"
+    "per-job log files (<log_dir>/<node>/job_<id>.log, .console.log) of ended jobs\n"
+    "older than log_keep_days days (configuration; 0 keeps them).\n"
     "  --dry-run  only list what would be repaired\n"
     "  --force    treat every job as gone when Slurm cannot be asked (node is down)\n";
 
@@ -193,6 +196,17 @@ int cmd_sweep(const Args& args) {
                 rc = 1;
                 for (const auto& f : failures) std::fprintf(stderr, "%s: job %u: %s\n", node.c_str(), id, f.c_str());
             }
+        }
+        // Per-job log files of ended jobs, past their age.
+        try {
+            for (const auto& name : log::prune_job_logs(c.job_log_dir(), c.log_keep_days, live, ::time(nullptr),
+                                                        a.dry_run))
+                std::printf("%s: %s %s (older than %d days)\n", node.c_str(),
+                            a.dry_run ? "would delete" : "deleted", path_join(c.job_log_dir(), name).c_str(),
+                            c.log_keep_days);
+        } catch (const Error& e) {
+            rc = 1;
+            std::fprintf(stderr, "%s: log files: %s\n", node.c_str(), e.chain().c_str());
         }
     }
     return rc;

@@ -1,17 +1,100 @@
 // slurm-vm-epilog: Slurm's Epilog on every node of a job. Undoes everything
 // the ledger of the job holds on this node (guest, leases, files, devices).
 // Idempotent: fine twice, fine without a prolog, fine after a crash.
-#include <syslog.h>
-
+//
+// Before that, for a job whose guest failed: the reason goes into the job's
+// AdminComment if the keeper could not put it there, and the guest's console
+// into the job's log file for admins if the keeper could not copy it.
+// Logs: syslog, stderr, and the job's file under log_dir (lib/log.hpp); a
+// plain job leaves no file.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "config.hpp"
 #include "error.hpp"
+#include "fs.hpp"
+#include "job_record.hpp"
+#include "log.hpp"
 #include "vm_job.hpp"
 
-extern char** environ;
+namespace {
+
+// The reason of a failed guest from the job's state file, "" if it did not fail.
+std::string failure_of(const std::string& state) {
+    std::string s = svm::trim(state);
+    if (s.rfind("failed:", 0) == 0) return svm::trim(s.substr(7));
+    if (s.rfind("stopped:", 0) == 0 && s != "stopped: the job ended") return svm::trim(s.substr(8));
+    return "";
+}
+
+void keep_what_failed(const svm::NodeConfig& cfg, uint32_t job) {
+    std::string dir = cfg.job_dir(job), state;
+    try {
+        if (!svm::read_file_if_exists(svm::path_join(dir, "state"), state)) return;
+    } catch (const svm::Error&) {
+        return;
+    }
+    std::string why = failure_of(state);
+    if (why.empty()) return;
+    svm::PublishOptions po;
+    po.attempts = 2;
+    po.settled = 0;
+    po.pause_min_ms = 100;
+    po.pause_max_ms = 300;
+    svm::publish_node_record(job, cfg.node_name, svm::error_record(why), po);
+    std::string console = svm::path_join(dir, "console.log");
+    if (svm::path_exists(console) &&
+        !svm::path_exists(svm::path_join(cfg.job_log_dir(), svm::log::job_console_name(job)))) {
+        try {
+            std::string kept = svm::log::keep_console(console, cfg.log_dir, cfg.node_name, job);
+            if (!kept.empty()) svm::log::info("the guest's console log is kept in " + kept);
+        } catch (const svm::Error& e) {
+            svm::log::warn("the guest's console log was not kept: " + e.chain());
+        }
+    }
+}
+
+int run(const std::string& config) {
+    svm::log::Setup ls;
+    ls.program = "slurm-vm-epilog";
+    ls.syslog = true;
+    ls.stderr_prefix = "slurm-vm: ";
+    const char* id = getenv("SLURM_JOB_ID");
+    const char* node = getenv("SLURMD_NODENAME");
+    if (!id || !node) {
+        std::fprintf(stderr, "slurm-vm-epilog: SLURM_JOB_ID and SLURMD_NODENAME must be set\n");
+        return 2;
+    }
+    svm::log::init(ls);
+    uint32_t job = 0;
+    try {
+        job = static_cast<uint32_t>(std::stoul(id));
+        ls.job_id = job;
+        ls.node = node;
+        svm::log::init(ls);
+        svm::NodeConfig cfg = svm::load_config(config, node);
+        // Only a VM job (state here) gets a log file.
+        bool vm_job = svm::path_exists(cfg.job_dir(job)) || svm::path_exists(cfg.ledger_path(job));
+        if (vm_job) {
+            svm::log::add_job_file(cfg.log_dir);
+            keep_what_failed(cfg, job);
+        }
+        auto failures = svm::teardown_job(cfg, job);
+        if (failures.empty()) {
+            if (vm_job) svm::log::info("everything of the job on " + std::string(node) + " undone");
+            return 0;
+        }
+        for (const auto& f : failures) svm::log::error(f);
+        return 1;
+    } catch (const std::exception& e) {
+        svm::log::error(e.what());
+        return 1;
+    }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
@@ -26,27 +109,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    openlog("slurm-vm-epilog", LOG_PID, LOG_DAEMON);
-    uint32_t job = 0;
-    try {
-        const char* id = getenv("SLURM_JOB_ID");
-        const char* node = getenv("SLURMD_NODENAME");
-        if (!id || !node) {
-            std::fprintf(stderr, "slurm-vm-epilog: SLURM_JOB_ID and SLURMD_NODENAME must be set\n");
-            return 2;
-        }
-        job = static_cast<uint32_t>(std::stoul(id));
-        svm::NodeConfig cfg = svm::load_config(config, node);
-        auto failures = svm::teardown_job(cfg, job);
-        if (failures.empty()) return 0;
-        for (const auto& f : failures) {
-            syslog(LOG_ERR, "job %u: %s", job, f.c_str());
-            std::fprintf(stderr, "slurm-vm: job %u: %s\n", job, f.c_str());
-        }
-        return 1;
-    } catch (const std::exception& e) {
-        syslog(LOG_ERR, "job %u: %s", job, e.what());
-        std::fprintf(stderr, "slurm-vm: job %u: %s\n", job, e.what());
-        return 1;
-    }
+    int rc = run(config);
+    svm::log::shutdown();
+    return rc;
 }

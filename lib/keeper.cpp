@@ -25,7 +25,9 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
+#include "hugepages.hpp"
 #include "libvirt_session.hpp"
+#include "log.hpp"
 #include "seed.hpp"
 
 namespace svm {
@@ -218,6 +220,18 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     return d;
 }
 
+std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root) {
+    try {
+        MemoryBacking b = choose_memory_backing(root, p.hugepages, p.hugepage_size_kib, p.numa_node, d.memory_mib);
+        d.memory_mib = b.memory_mib;
+        d.hugepage_kib = b.page_kib;
+        return b.note;
+    } catch (const Error& e) {
+        SVM_THROW("node " + p.node + " cannot start the job's guest: " + e.reason() +
+                  " (a problem of the node, not of the job)");
+    }
+}
+
 int run_keeper(const KeeperOptions& o) {
     NodeConfig cfg = load_config(o.config_path, o.node);
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
@@ -231,8 +245,30 @@ int run_keeper(const KeeperOptions& o) {
     ::sigaction(SIGINT, &sa, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
 
+    int host_netns = -1;  // the host's network namespace, once we leave it
+    // A failed or dead guest: the job learns why (state, read by the task
+    // wrapper), the admin gets the console, the caller publishes the reason.
+    auto report_failure = [&](const std::string& state, const std::string& why) {
+        write_guest_state(p, state);
+        log::error(why);
+        try {
+            std::string kept = log::keep_console(p.console_log(), cfg.log_dir, p.node, p.job_id);
+            if (!kept.empty()) log::info("the guest's console log is kept in " + kept);
+        } catch (const Error& e) {
+            log::warn("the guest's console log was not kept: " + e.chain());
+        }
+        if (!o.on_failure) return;
+        if (host_netns < 0) {
+            o.on_failure(p, why);
+        } else {
+            std::thread([&] {
+                ::setns(host_netns, CLONE_NEWNET);  // this thread only
+                o.on_failure(p, why);
+            }).join();
+        }
+    };
     auto fail = [&](const std::string& why) {
-        write_guest_state(p, "failed: " + why);
+        report_failure("failed: " + why, why);
         return 1;
     };
 
@@ -254,20 +290,27 @@ int run_keeper(const KeeperOptions& o) {
         return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
     }
     DomainSpec spec;
+    std::string backing;
+    int64_t unrounded_mib = 0;
     try {
         spec = guest_domain(p, cpus, mem);
+        unrounded_mib = spec.memory_mib;
+        backing = back_guest_memory(spec, p, SysfsRoot(cfg.sysfs_root));
     } catch (const Error& e) {
         return fail(e.reason());
     }
+    std::fprintf(stderr, "slurm-vm: job %u: guest memory %lld MiB, %s\n", p.job_id,
+                 static_cast<long long>(spec.memory_mib), backing.c_str());
     std::string xml = domain_xml(spec);
     write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
 
     // 2. Network namespace of the guests' bridge (for the tap and the proxy).
     // The host's namespace stays reachable for talking to Slurm.
-    int host_netns = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int netns_fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (!p.netns.empty()) {
         try {
             enter_netns(p.netns);
+            host_netns = netns_fd;
         } catch (const Error& e) {
             return fail("node " + p.node + " is misconfigured: " + e.chain());
         }
@@ -281,11 +324,22 @@ int run_keeper(const KeeperOptions& o) {
     try {
         conn = open_embed(p.embed_root());
         dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        if (!dom && spec.hugepage_kib > 0 && p.hugepages == "auto") {
+            // Another guest took the free hugepages since they were counted.
+            backing = "normal pages: the guest did not start on hugepages (" + libvirt_last_error() + ")";
+            std::fprintf(stderr, "slurm-vm: job %u: %s\n", p.job_id, backing.c_str());
+            spec.hugepage_kib = 0;
+            spec.memory_mib = unrounded_mib;
+            xml = domain_xml(spec);
+            write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
+            dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        }
         if (!dom) SVM_THROW(libvirt_last_error());
     } catch (const Error& e) {
         return fail("the guest on " + p.node + " could not be started: " + e.chain());
     }
     long t_created = now_ms();
+    log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
 
     int lfd = -1;
     if (!p.ip.empty()) {
@@ -354,8 +408,12 @@ int run_keeper(const KeeperOptions& o) {
         json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0));
         json_object_set_new(timing.get(), "memory_mib", json_integer(spec.memory_mib));
         json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
+        json_object_set_new(timing.get(), "memory_backing", json_string(backing.c_str()));
+        if (p.irq_profile != "default" && !p.vf_link_layer.empty())
+            json_object_set_new(timing.get(), "irq_profile", json_string(p.irq_profile.c_str()));
         write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
         write_guest_state(p, "ready");
+        log::info("guest ready in " + std::to_string(t_ready - t0) + " ms");
         if (o.on_ready) {
             std::string rec = vm_record(p, t_created - t0, t_ready - t0, static_cast<int>(spec.host_cpus.size()),
                                         spec.memory_mib);
@@ -369,13 +427,15 @@ int run_keeper(const KeeperOptions& o) {
     // 5. Live as long as the guest (and the job: Slurm kills us with it).
     while (!g_stop) {
         if (virDomainIsActive(dom.get()) != 1) {
-            write_guest_state(p, "stopped: the guest on " + p.node + " shut down or crashed");
+            std::string why = "the guest on " + p.node + " shut down or crashed";
+            report_failure("stopped: " + why, why);
             return 0;
         }
         ::usleep(250000);
     }
     virDomainDestroy(dom.get());
     write_guest_state(p, "stopped: the job ended");
+    log::info("guest destroyed: the job ended");
     return 0;
 }
 

@@ -1,88 +1,16 @@
 // slurm-vm-keeper: started by the plugin in the job's extern step on each
 // node; runs the job's guest (see lib/keeper.hpp) and publishes what the VM
-// was into the job's AdminComment, for sacct.
-#include <unistd.h>
-
+// was, or why it could not run, into the job's AdminComment (lib/job_record.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 
+#include "config.hpp"
 #include "error.hpp"
-#include "fs.hpp"
-#include "json.hpp"
+#include "job_record.hpp"
 #include "keeper.hpp"
-#include "proc.hpp"
-
-namespace {
-
-// The job's AdminComment as JSON (an empty object when unset or not ours).
-svm::Json read_admin_comment(uint32_t job) {
-    svm::RunOptions o;
-    o.env = svm::inherited_env({"PATH", "SLURM_CONF"});
-    o.timeout_ms = 20000;
-    svm::RunResult r = svm::run({"scontrol", "show", "job", std::to_string(job)}, o);
-    std::string value;
-    size_t pos = r.out.find("\n   AdminComment=");
-    if (pos != std::string::npos) {
-        size_t b = pos + 17, e = r.out.find('\n', b);
-        value = svm::trim(r.out.substr(b, e == std::string::npos ? std::string::npos : e - b));
-    }
-    json_error_t err;
-    json_t* j = value.empty() ? nullptr : json_loads(value.c_str(), 0, &err);
-    if (!j || !json_is_object(j)) {
-        if (j) json_decref(j);
-        j = json_object();
-    }
-    return svm::Json(j);
-}
-
-// Merges this node's record into {"slurm_vm": {"v": 1, "nodes": {NODE: {...}}}}
-// and writes it back; re-checks after a random pause because the job's other
-// nodes do the same at about the same time (last writer wins in Slurm).
-void publish(const svm::JobPlan& p, const std::string& record) {
-    std::mt19937 rng(static_cast<unsigned>(getpid()));
-    for (int attempt = 0; attempt < 8; ++attempt) {
-        svm::Json root = read_admin_comment(p.job_id);
-        json_t* vm = json_object_get(root.get(), "slurm_vm");
-        if (!json_is_object(vm)) {
-            vm = json_object();
-            json_object_set_new(root.get(), "slurm_vm", vm);
-        }
-        json_object_set_new(vm, "v", json_integer(1));
-        json_t* nodes = json_object_get(vm, "nodes");
-        if (!json_is_object(nodes)) {
-            nodes = json_object();
-            json_object_set_new(vm, "nodes", nodes);
-        }
-        json_error_t err;
-        json_t* rec = json_loads(record.c_str(), 0, &err);
-        if (!rec) return;
-        json_t* have = json_object_get(nodes, p.node.c_str());
-        if (have && json_equal(have, rec)) {
-            json_decref(rec);
-            if (attempt >= 2) return;  // seen twice after settling
-        } else {
-            json_object_set_new(nodes, p.node.c_str(), rec);
-            svm::RunOptions o;
-            o.env = svm::inherited_env({"PATH", "SLURM_CONF"});
-            o.timeout_ms = 20000;
-            svm::RunResult w = svm::run({"scontrol", "update", "jobid=" + std::to_string(p.job_id),
-                                         "AdminComment=" + svm::json_dump(root.get())},
-                                        o);
-            if (!w.ok())
-                std::fprintf(stderr, "slurm-vm-keeper job %u: AdminComment not updated (exit %d): %s\n", p.job_id,
-                             w.status, svm::trim(w.err + w.out).c_str());
-            else
-                std::fprintf(stderr, "slurm-vm-keeper job %u: VM record published in AdminComment\n", p.job_id);
-            std::fflush(stderr);
-        }
-        ::usleep(300000 + rng() % 1200000);
-    }
-}
-
-}  // namespace
+#include "log.hpp"
 
 int main(int argc, char** argv) {
     svm::KeeperOptions o;
@@ -116,14 +44,38 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "slurm-vm-keeper: --config, --node and --job are required\n");
         return 2;
     }
-    if (publish_record) o.on_ready = publish;
+    // Lines: keeper.log in the job's directory (our stderr), syslog, and the
+    // job's log file for admins.
+    svm::log::Setup ls;
+    ls.program = "slurm-vm-keeper";
+    ls.job_id = o.job_id;
+    ls.node = o.node;
+    ls.syslog = true;
+    ls.stderr_prefix = "slurm-vm-keeper ";
+    svm::log::init(ls);
     try {
-        return svm::run_keeper(o);
-    } catch (const svm::Error& e) {
-        std::fprintf(stderr, "slurm-vm-keeper job %u: %s", o.job_id, e.trace().c_str());
-        return 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "slurm-vm-keeper job %u: %s\n", o.job_id, e.what());
-        return 1;
+        svm::log::add_job_file(svm::load_config(o.config_path, o.node).log_dir);
+    } catch (const svm::Error&) {
+        // run_keeper reports an unreadable configuration.
     }
+    if (publish_record) {
+        // This node's entry of the job's AdminComment: what the VM was, or
+        // why it could not run (a first write at once: the job may end soon).
+        o.on_ready = [](const svm::JobPlan& p, const std::string& record) {
+            svm::publish_node_record(p.job_id, p.node, record);
+        };
+        o.on_failure = [](const svm::JobPlan& p, const std::string& reason) {
+            svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());
+        };
+    }
+    int rc = 1;
+    try {
+        rc = svm::run_keeper(o);
+    } catch (const svm::Error& e) {
+        svm::log::error(e);
+    } catch (const std::exception& e) {
+        svm::log::error(e.what());
+    }
+    svm::log::shutdown();
+    return rc;
 }

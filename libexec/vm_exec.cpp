@@ -7,6 +7,9 @@
 //
 // `slurm-vm-exec --proxy SOCKET` is the SSH ProxyCommand: it relays stdin and
 // stdout to the job's Unix socket, which the keeper connects to the guest.
+//
+// It runs as the job's user: its messages go to stderr only (the job's
+// output), as "slurm-vm: job 42: ...", never to the admins' log files.
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +20,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,6 +29,7 @@
 #include "fs.hpp"
 #include "guest_exec.hpp"
 #include "job_plan.hpp"
+#include "log.hpp"
 #include "proc.hpp"
 
 extern char** environ;
@@ -37,7 +42,7 @@ int proxy(const char* path) {
     sa.sun_family = AF_UNIX;
     std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-        std::fprintf(stderr, "slurm-vm: cannot reach the guest through %s: %s\n", path, std::strerror(errno));
+        svm::log::error("cannot reach the guest through " + std::string(path) + ": " + std::strerror(errno));
         return 255;
     }
     char buf[65536];
@@ -84,22 +89,58 @@ void forward(int sig) {
     if (g_child > 0) ::kill(g_child, sig);
 }
 
+// The last lines of the console, printable: no terminal escapes in the job's output.
+std::string printable(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        unsigned char u = static_cast<unsigned char>(c);
+        if (c == '\r') continue;
+        out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f ? '?' : c;
+    }
+    return out;
+}
+
+constexpr size_t kConsoleTailLines = 20;
+
 void keep_console(const svm::JobPlan& p) {
     // Keep the guest's console for the user, in the job's working directory
-    // (we run as the user: this is the user's own write).
+    // (we run as the user: this is the user's own write), and show its end.
     std::string text;
     try {
         if (!svm::read_file_if_exists(p.console_log(), text)) return;
         std::string dst = "slurm-" + std::to_string(p.job_id) + "-" + p.node + ".console.log";
         svm::write_file_atomic(dst, text, 0600);
-        std::fprintf(stderr, "slurm-vm: the guest's console log is in %s\n", dst.c_str());
+        svm::log::info("the guest's console log is in " + dst);
     } catch (const svm::Error&) {
     }
+    std::string tail = svm::log::tail_lines(printable(text), kConsoleTailLines);
+    if (tail.empty()) return;
+    svm::log::info("the last lines of the guest's console on " + p.node + ":");
+    std::string shown;
+    for (size_t b = 0; b < tail.size();) {
+        size_t e = tail.find('\n', b);
+        shown += "  | " + tail.substr(b, e - b) + "\n";
+        b = e + 1;
+    }
+    std::fputs(shown.c_str(), stderr);
+    std::fflush(stderr);
+}
+
+// Messages to stderr only, tagged with the job.
+void init_log() {
+    svm::log::Setup ls;
+    ls.program = "slurm-vm-exec";
+    const char* id = getenv("SLURM_JOB_ID");
+    if (id) ls.job_id = static_cast<uint32_t>(std::strtoul(id, nullptr, 10));
+    ls.stderr_prefix = "slurm-vm: ";
+    ls.stderr_level = svm::log::Level::info;
+    svm::log::init(ls);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    init_log();
     if (argc == 3 && !std::strcmp(argv[1], "--proxy")) return proxy(argv[2]);
     if (argc >= 2 && !std::strcmp(argv[1], "--help")) {
         std::printf("usage: slurm-vm-exec --proxy SOCKET\n"
@@ -113,7 +154,7 @@ int main(int argc, char** argv) {
     const char* argv0 = prepended ? (argc > 1 ? argv[1] : nullptr) : getenv("SLURM_VM_ARGV0");
     int first_arg = prepended ? 2 : 1;
     if (!plan_path || !argv0) {
-        std::fprintf(stderr, "slurm-vm-exec: not started by the slurm-vm plugin (SLURM_VM_PLAN unset)\n");
+        svm::log::error("slurm-vm-exec was not started by the slurm-vm plugin (SLURM_VM_PLAN unset)");
         return 2;
     }
     bool batch = getenv("SLURM_VM_BATCH") != nullptr;
@@ -126,13 +167,13 @@ int main(int argc, char** argv) {
             state = svm::read_guest_state(p);
             if (state == "ready") break;
             if (state.rfind("failed:", 0) == 0 || state.rfind("stopped:", 0) == 0) {
-                std::fprintf(stderr, "slurm-vm: %s\n", svm::trim(state.substr(state.find(':') + 1)).c_str());
+                svm::log::error(svm::trim(state.substr(state.find(':') + 1)));
                 keep_console(p);
                 return 1;
             }
             if (now_ms() > deadline) {
-                std::fprintf(stderr, "slurm-vm: the guest on %s did not start (state: %s); is PrologFlags=Contain set?\n",
-                             p.node.c_str(), state.empty() ? "none" : state.c_str());
+                svm::log::error("the guest on " + p.node + " did not start (state: " + (state.empty() ? "none" : state) +
+                                "); is PrologFlags=Contain set?");
                 keep_console(p);
                 return 1;
             }
@@ -180,7 +221,7 @@ int main(int argc, char** argv) {
             for (auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
             cargv.push_back(nullptr);
             ::execvp("ssh", cargv.data());
-            std::fprintf(stderr, "slurm-vm: cannot run ssh: %s\n", std::strerror(errno));
+            std::fprintf(stderr, "slurm-vm: job %u: cannot run ssh: %s\n", p.job_id, std::strerror(errno));
             _exit(255);
         }
         for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT, SIGQUIT}) ::signal(sig, forward);
@@ -204,15 +245,15 @@ int main(int argc, char** argv) {
             std::string now = svm::read_guest_state(p);
             if (now != "ready") {
                 std::string why = now.empty() ? "the guest is gone" : svm::trim(now.substr(now.find(':') + 1));
-                std::fprintf(stderr, "slurm-vm: %s\n", why.c_str());
+                svm::log::error(why);
                 keep_console(p);
             } else {
-                std::fprintf(stderr, "slurm-vm: lost the SSH connection to the guest on %s\n", p.node.c_str());
+                svm::log::error("lost the SSH connection to the guest on " + p.node);
             }
         }
         return rc;
     } catch (const svm::Error& e) {
-        std::fprintf(stderr, "slurm-vm: %s\n", e.chain().c_str());
+        svm::log::error(e.chain());
         return 1;
     }
 }

@@ -2,17 +2,19 @@
 // of a job. Prepares the job's guest; see lib/vm_job.hpp.
 //
 // Exit status: 0 for plain jobs, prepared VM jobs, and VM jobs refused for a
-// user-side reason (the job then fails with that reason; the node stays up).
-// Non-zero only for node-side failures, which Slurm answers by draining the
-// node: the reason printed names the cause.
-#include <syslog.h>
-
+// user-side reason (the job then fails with that reason, also published in
+// its AdminComment; the node stays up). Non-zero only for node-side failures,
+// which Slurm answers by draining the node: the reason printed names the cause.
+//
+// Logs: syslog, stderr, and the job's file under log_dir (lib/log.hpp).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "config.hpp"
 #include "error.hpp"
+#include "job_record.hpp"
+#include "log.hpp"
 #include "vm_job.hpp"
 
 extern char** environ;
@@ -25,6 +27,38 @@ static void usage() {
         SVM_SYSCONFDIR);
 }
 
+static int run(const std::string& config) {
+    svm::log::Setup ls;
+    ls.program = "slurm-vm-prolog";
+    ls.syslog = true;
+    ls.stderr_prefix = "slurm-vm: ";
+    svm::log::init(ls);
+    try {
+        svm::JobRequest req = svm::job_request_from_env(environ);
+        ls.job_id = req.job_id;
+        ls.node = req.node;
+        svm::log::init(ls);
+        if (req.image.empty()) return 0;
+        svm::NodeConfig cfg = svm::load_config(config, req.node);
+        svm::log::add_job_file(cfg.log_dir);
+        svm::PrologResult r = svm::prepare_job(cfg, req);
+        if (r.status == svm::PrologStatus::refused) {
+            svm::log::info("refused: " + r.reason);
+            svm::publish_node_record(req.job_id, req.node, svm::error_record(r.reason),
+                                     svm::PublishOptions::for_error());
+        } else {
+            svm::log::info("guest prepared on " + req.node);
+        }
+        return 0;
+    } catch (const svm::Error& e) {
+        svm::log::error(e);
+        return 1;
+    } catch (const std::exception& e) {
+        svm::log::error(e.what());
+        return 1;
+    }
+}
+
 int main(int argc, char** argv) {
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
     for (int i = 1; i < argc; ++i) {
@@ -32,27 +66,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--help")) { usage(); return 0; }
         else { usage(); return 2; }
     }
-    openlog("slurm-vm-prolog", LOG_PID, LOG_DAEMON);
-    svm::JobRequest req;
-    try {
-        req = svm::job_request_from_env(environ);
-        if (req.image.empty()) return 0;
-        svm::NodeConfig cfg = svm::load_config(config, req.node);
-        svm::PrologResult r = svm::prepare_job(cfg, req);
-        if (r.status == svm::PrologStatus::refused) {
-            syslog(LOG_NOTICE, "job %u: refused: %s", req.job_id, r.reason.c_str());
-            std::fprintf(stderr, "slurm-vm: job %u: %s\n", req.job_id, r.reason.c_str());
-        } else {
-            syslog(LOG_INFO, "job %u: guest prepared on %s", req.job_id, req.node.c_str());
-        }
-        return 0;
-    } catch (const svm::Error& e) {
-        syslog(LOG_ERR, "job %u: %s", req.job_id, e.chain().c_str());
-        std::fprintf(stderr, "slurm-vm: job %u: %s\n%s", req.job_id, e.chain().c_str(), e.trace().c_str());
-        return 1;
-    } catch (const std::exception& e) {
-        syslog(LOG_ERR, "job %u: %s", req.job_id, e.what());
-        std::fprintf(stderr, "slurm-vm: job %u: %s\n", req.job_id, e.what());
-        return 1;
-    }
+    int rc = run(config);
+    svm::log::shutdown();
+    return rc;
 }

@@ -1,0 +1,53 @@
+// The job's VM record in Slurm: one compact JSON document in the job's
+// AdminComment, shown by `scontrol show job` and kept by sacct:
+//   {"slurm_vm":{"v":1,"nodes":{"node1":{"image":...,"digest":...,...}}}}
+// Each node writes its own entry under "nodes"; a node whose guest could not
+// run writes {"error": "<one sentence>"} there. Other keys of the
+// AdminComment (a site's own) are kept. The merge is pure; publishing runs
+// `scontrol` (no Slurm library) and re-checks, because the job's nodes write
+// at about the same time and Slurm keeps the last writer's value.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "json.hpp"
+
+namespace svm {
+
+// The AdminComment value in `scontrol show job` output ("" when unset).
+std::string admin_comment_of(const std::string& show_job_output);
+// The AdminComment as a JSON object; an empty object when unset or not JSON.
+Json parse_admin_comment(const std::string& value);
+// Merges `fields` (an object) into root["slurm_vm"]["nodes"][node], creating
+// what is missing and setting "v": 1. Keys of the node's entry that `fields`
+// does not name are kept. Returns false when root already held all of
+// `fields` (nothing to write).
+bool merge_node_record(json_t* root, const std::string& node, const json_t* fields);
+// {"error": reason}, the reason cut to 1000 bytes.
+std::string error_record(const std::string& reason);
+
+struct PublishOptions {
+    int attempts = 8;        // reads (and writes when needed)
+    int settled = 2;         // return once the entry was seen in place after this many attempts
+    int pause_min_ms = 300;  // random pause between attempts
+    int pause_max_ms = 1500;
+    int timeout_ms = 20000;  // per scontrol call
+    // For a failure: the job is about to end, so fewer and shorter re-checks.
+    static PublishOptions for_error() {
+        PublishOptions o;
+        o.attempts = 4;
+        o.settled = 1;
+        o.pause_min_ms = 200;
+        o.pause_max_ms = 800;
+        return o;
+    }
+};
+
+// Merges `fields` (JSON object text) into this node's entry of the job's
+// AdminComment with `scontrol update`, re-reading until it stays in place.
+// Returns true when it was seen in place; logs (log.hpp) what went wrong.
+// A job Slurm does not know is given up at once.
+bool publish_node_record(uint32_t job_id, const std::string& node, const std::string& fields,
+                         const PublishOptions& o = PublishOptions());
+
+}  // namespace svm

@@ -1,0 +1,363 @@
+// Logging (lib/log) and the job's AdminComment record (lib/job_record).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <regex>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "job_record.hpp"
+#include "json.hpp"
+#include "log.hpp"
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/svm-log-XXXXXX";
+        REQUIRE(mkdtemp(tmpl));
+        path = tmpl;
+        ::chmod(path.c_str(), 0755);
+    }
+    ~TempDir() { svm::remove_tree(path); }
+};
+
+// Captures this process's stderr (fd 2) while alive.
+struct StderrCapture {
+    std::string file;
+    int saved = -1;
+    explicit StderrCapture(const std::string& dir) : file(svm::path_join(dir, "stderr")) {
+        std::fflush(stderr);
+        saved = ::dup(2);
+        int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(fd, 2);
+        ::close(fd);
+    }
+    std::string text() {
+        std::fflush(stderr);
+        return svm::read_file(file);
+    }
+    ~StderrCapture() {
+        std::fflush(stderr);
+        ::dup2(saved, 2);
+        ::close(saved);
+    }
+};
+
+mode_t mode_of(const std::string& p) {
+    struct stat st;
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::string line;
+    for (char c : text) {
+        if (c == '\n') {
+            out.push_back(line);
+            line.clear();
+        } else {
+            line += c;
+        }
+    }
+    if (!line.empty()) out.push_back(line);
+    return out;
+}
+
+void write_to(const std::string& path, const std::string& text) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    ::close(fd);
+}
+
+void set_age_days(const std::string& path, int days) {
+    struct timeval tv[2];
+    tv[0].tv_sec = tv[1].tv_sec = ::time(nullptr) - days * 86400L;
+    tv[0].tv_usec = tv[1].tv_usec = 0;
+    REQUIRE(::lutimes(path.c_str(), tv) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("log line formats carry the program, the job and the node") {
+    svm::log::Setup s;
+    s.program = "slurm-vm-prolog";
+    s.job_id = 42;
+    s.node = "node1";
+    s.stderr_prefix = "slurm-vm: ";
+    CHECK(svm::log::job_tag(42, "node1") == "job 42 on node1");
+    CHECK(svm::log::job_tag(42, "") == "job 42");
+    CHECK(svm::log::job_tag(0, "node1") == "node1");
+    CHECK(svm::log::job_tag(0, "") == "");
+    CHECK(svm::log::syslog_pattern(s) == "job 42 on node1: %v");
+    CHECK(svm::log::stderr_pattern(s) == "slurm-vm: job 42: %v");
+    CHECK(svm::log::file_pattern(s) == "%Y-%m-%dT%H:%M:%S.%e%z slurm-vm-prolog[%P] %l: job 42 on node1: %v");
+    s.node = "n%d";  // a '%' in a name is a literal, not a pattern flag
+    CHECK(svm::log::syslog_pattern(s) == "job 42 on n%%d: %v");
+    s.job_id = 0;
+    s.node.clear();
+    CHECK(svm::log::stderr_pattern(s) == "slurm-vm: %v");
+}
+
+TEST_CASE("the logger writes stderr and the per-job file, created on the first line, 0640 in 0750") {
+    TempDir t;
+    std::string log_dir = svm::path_join(t.path, "log");
+    std::string file = svm::path_join(log_dir, "nodeA/job_42.log");
+    StderrCapture cap(t.path);
+    svm::log::Setup s;
+    s.program = "test-prog";
+    s.job_id = 42;
+    s.node = "nodeA";
+    s.stderr_prefix = "slurm-vm: ";
+    svm::log::init(s);
+    svm::log::add_job_file(log_dir);
+    CHECK_FALSE(svm::path_exists(file));  // a plain job leaves no file
+    svm::log::info("guest prepared on nodeA");
+    svm::log::error("refused: the image {0} %s has a backing file");  // no formatting of messages
+    try {
+        SVM_THROW("open /x: denied");
+    } catch (const svm::Error& e) {
+        svm::log::error(e);
+    }
+    svm::log::shutdown();
+
+    REQUIRE(svm::path_exists(file));
+    CHECK(mode_of(file) == 0640);
+    CHECK(mode_of(svm::path_join(log_dir, "nodeA")) == 0750);
+    auto lines = lines_of(svm::read_file(file));
+    REQUIRE(lines.size() == 4);
+    std::regex line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d test-prog\[\d+\] (info|error|debug): job 42 on nodeA: .*)");
+    for (const auto& l : lines) CHECK(std::regex_match(l, line));
+    CHECK(lines[0].find("] info: job 42 on nodeA: guest prepared on nodeA") != std::string::npos);
+    CHECK(lines[1].find("] error: job 42 on nodeA: refused: the image {0} %s has a backing file") != std::string::npos);
+    CHECK(lines[2].find("] error: job 42 on nodeA: open /x: denied") != std::string::npos);
+    CHECK(lines[3].find("] debug: job 42 on nodeA:   at open /x: denied (") != std::string::npos);
+
+    auto err = lines_of(cap.text());
+    REQUIRE(err.size() == 4);
+    CHECK(err[0] == "slurm-vm: job 42: guest prepared on nodeA");
+    CHECK(err[1] == "slurm-vm: job 42: refused: the image {0} %s has a backing file");
+    CHECK(err[2] == "slurm-vm: job 42: open /x: denied");
+
+    // The next process of the job (keeper, epilog) appends.
+    s.program = "test-epilog";
+    s.to_stderr = false;
+    svm::log::init(s);
+    svm::log::add_job_file(log_dir);
+    svm::log::info("everything undone");
+    svm::log::shutdown();
+    lines = lines_of(svm::read_file(file));
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[4].find(" test-epilog[") != std::string::npos);
+    CHECK(lines[4].find("info: job 42 on nodeA: everything undone") != std::string::npos);
+}
+
+TEST_CASE("a user's stderr-only logger never writes a file") {
+    TempDir t;
+    StderrCapture cap(t.path);
+    svm::log::Setup s;
+    s.program = "slurm-vm-exec";
+    s.job_id = 7;
+    s.stderr_prefix = "slurm-vm: ";
+    s.stderr_level = svm::log::Level::info;
+    svm::log::init(s);
+    svm::log::add_job_file(svm::path_join(t.path, "log"));  // no node: no file
+    svm::log::debug("not shown");
+    svm::log::error("the guest on node1 shut down or crashed");
+    svm::log::shutdown();
+    CHECK(cap.text() == "slurm-vm: job 7: the guest on node1 shut down or crashed\n");
+    CHECK_FALSE(svm::path_exists(svm::path_join(t.path, "log")));
+}
+
+TEST_CASE("a per-job log file is never opened through a symlink or in a directory others control") {
+    TempDir t;
+    std::string log_dir = svm::path_join(t.path, "log");
+    std::string target = svm::path_join(t.path, "victim");
+    write_to(target, "precious\n");
+    {
+        auto fd = svm::log::open_job_log(log_dir, "n1", "job_1.log");
+        CHECK(fd);
+    }
+    CHECK(mode_of(log_dir) == 0750);
+    std::string node_dir = svm::path_join(log_dir, "n1");
+
+    // A symlink in place of the file.
+    REQUIRE(::symlink(target.c_str(), svm::path_join(node_dir, "job_2.log").c_str()) == 0);
+    CHECK_THROWS_WITH(svm::log::open_job_log(log_dir, "n1", "job_2.log"), Catch::Contains("symlink"));
+    // A hard link to another file.
+    REQUIRE(::link(target.c_str(), svm::path_join(node_dir, "job_3.log").c_str()) == 0);
+    CHECK_THROWS_WITH(svm::log::open_job_log(log_dir, "n1", "job_3.log"), Catch::Contains("links"));
+    // A FIFO.
+    REQUIRE(::mkfifo(svm::path_join(node_dir, "job_4.log").c_str(), 0600) == 0);
+    CHECK_THROWS(svm::log::open_job_log(log_dir, "n1", "job_4.log"));
+    CHECK(svm::read_file(target) == "precious\n");
+
+    // A symlinked node directory.
+    std::string elsewhere = svm::path_join(t.path, "elsewhere");
+    svm::mkdir_p(elsewhere, 0750);
+    REQUIRE(::symlink(elsewhere.c_str(), svm::path_join(log_dir, "n2").c_str()) == 0);
+    CHECK_THROWS_WITH(svm::log::open_job_log(log_dir, "n2", "job_1.log"), Catch::Contains("symlink"));
+    CHECK(svm::list_dir(elsewhere).empty());
+
+    // A log_dir others may write to.
+    std::string open_dir = svm::path_join(t.path, "open");
+    svm::mkdir_p(open_dir, 0755);
+    ::chmod(open_dir.c_str(), 01777);
+    CHECK_THROWS_WITH(svm::log::open_job_log(open_dir, "n1", "job_1.log"), Catch::Contains("written by others"));
+
+    // Names that are not one path component; a relative log_dir.
+    CHECK_THROWS(svm::log::open_job_log(log_dir, "../n1", "job_1.log"));
+    CHECK_THROWS(svm::log::open_job_log(log_dir, "..", "job_1.log"));
+    CHECK_THROWS(svm::log::open_job_log(log_dir, "n1", "a/b"));
+    CHECK_THROWS(svm::log::open_job_log("relative/log", "n1", "job_1.log"));
+
+    // A file that belongs to somebody else (needs root to make one).
+    if (::geteuid() == 0) {
+        std::string foreign = svm::path_join(node_dir, "job_5.log");
+        write_to(foreign, "");
+        REQUIRE(::chown(foreign.c_str(), 12345, 12345) == 0);
+        CHECK_THROWS_WITH(svm::log::open_job_log(log_dir, "n1", "job_5.log"), Catch::Contains("uid 12345"));
+    }
+}
+
+TEST_CASE("the logger reports a refused per-job file once and goes on") {
+    TempDir t;
+    std::string log_dir = svm::path_join(t.path, "log");
+    svm::mkdir_p(svm::path_join(log_dir, "nodeB"), 0750);
+    std::string target = svm::path_join(t.path, "victim");
+    write_to(target, "precious\n");
+    REQUIRE(::symlink(target.c_str(), svm::path_join(log_dir, "nodeB/job_9.log").c_str()) == 0);
+    StderrCapture cap(t.path);
+    svm::log::Setup s;
+    s.program = "test-prog";
+    s.job_id = 9;
+    s.node = "nodeB";
+    s.stderr_prefix = "slurm-vm: ";
+    svm::log::init(s);
+    svm::log::add_job_file(log_dir);
+    svm::log::info("one");
+    svm::log::info("two");
+    svm::log::shutdown();
+    auto err = lines_of(cap.text());
+    REQUIRE(err.size() == 3);
+    CHECK(err[0] == "slurm-vm: job 9: one");
+    CHECK(err[1].find("slurm-vm: job 9: no per-job log file: ") == 0);
+    CHECK(err[1].find("is a symlink") != std::string::npos);
+    CHECK(err[2] == "slurm-vm: job 9: two");
+    CHECK(svm::read_file(target) == "precious\n");
+}
+
+TEST_CASE("a failed guest's console is kept for admins, its tail for the user") {
+    TempDir t;
+    std::string log_dir = svm::path_join(t.path, "log");
+    std::string console = svm::path_join(t.path, "console.log");
+    std::string text;
+    for (int i = 1; i <= 30; ++i) text += "boot line " + std::to_string(i) + "\n";
+    write_to(console, text);
+    std::string kept = svm::log::keep_console(console, log_dir, "n1", 42);
+    CHECK(kept == svm::path_join(log_dir, "n1/job_42.console.log"));
+    std::string got = svm::read_file(kept);
+    CHECK(got.rfind("=== console of the guest of job 42 on n1, kept ", 0) == 0);
+    CHECK(got.find(text) != std::string::npos);
+    CHECK(mode_of(kept) == 0640);
+    // Only the end of a large console.
+    kept = svm::log::keep_console(console, log_dir, "n1", 43, 20);
+    got = svm::read_file(kept);
+    CHECK(got.find("(last 20 bytes)") != std::string::npos);
+    CHECK(got.substr(got.size() - 13) == "boot line 30\n");
+    // An empty console: nothing kept; a symlinked one: refused.
+    write_to(svm::path_join(t.path, "empty.log"), "");
+    CHECK(svm::log::keep_console(svm::path_join(t.path, "empty.log"), log_dir, "n1", 44).empty());
+    CHECK_FALSE(svm::path_exists(svm::path_join(log_dir, "n1/job_44.console.log")));
+    REQUIRE(::symlink("/etc/shadow", svm::path_join(t.path, "link.log").c_str()) == 0);
+    CHECK_THROWS(svm::log::keep_console(svm::path_join(t.path, "link.log"), log_dir, "n1", 45));
+
+    CHECK(svm::log::one_line("scontrol: error: a\nscontrol: fatal: b\n") == "scontrol: error: a | scontrol: fatal: b");
+    CHECK(svm::log::tail_lines(text, 2) == "boot line 29\nboot line 30\n");
+    CHECK(svm::log::tail_lines("a\nb", 5) == "a\nb\n");
+    CHECK(svm::log::tail_lines("", 5).empty());
+    CHECK(svm::log::tail_lines(text, 20).find("boot line 11\n") == 0);
+}
+
+TEST_CASE("sweep prunes per-job log files of ended jobs past their age, nothing else") {
+    TempDir t;
+    std::string d = svm::path_join(t.path, "n1");
+    svm::mkdir_p(d, 0750);
+    for (const char* n : {"job_1.log", "job_1.console.log", "job_2.log", "job_3.log", "notes.txt", "job_x.log"}) {
+        write_to(svm::path_join(d, n), "x\n");
+        set_age_days(svm::path_join(d, n), 40);
+    }
+    set_age_days(svm::path_join(d, "job_2.log"), 5);  // recent
+    std::set<uint32_t> live = {3};                      // still running
+    auto would = svm::log::prune_job_logs(d, 30, live, ::time(nullptr), true);
+    CHECK(would == std::vector<std::string>{"job_1.console.log", "job_1.log"});
+    CHECK(svm::path_exists(svm::path_join(d, "job_1.log")));
+    auto done = svm::log::prune_job_logs(d, 30, live, ::time(nullptr), false);
+    CHECK(done == would);
+    CHECK(svm::list_dir(d) == std::vector<std::string>{"job_2.log", "job_3.log", "job_x.log", "notes.txt"});
+    CHECK(svm::log::prune_job_logs(d, 0, {}, ::time(nullptr), false).empty());  // 0 keeps all
+    CHECK(svm::log::prune_job_logs(svm::path_join(t.path, "missing"), 30, {}, ::time(nullptr), false).empty());
+}
+
+TEST_CASE("AdminComment: read from scontrol show job, tolerant of anything that is not ours") {
+    std::string out =
+        "JobId=42 JobName=job.sh\n"
+        "   UserId=svmuser(2001) GroupId=svmuser(2001) MCS_label=N/A\n"
+        "   Comment=AdminComment=not-this\n"
+        "   AdminComment={\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}} \n"
+        "   StdOut=/home/svmuser/slurm-42.out\n";
+    std::string v = svm::admin_comment_of(out);
+    CHECK(v == "{\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}}");
+    CHECK(svm::admin_comment_of("JobId=1\n   Comment=x\n").empty());
+    CHECK(svm::json_dump(svm::parse_admin_comment(v).get()) ==
+          "{\"slurm_vm\":{\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}},\"v\":1}}");
+    CHECK(svm::json_dump(svm::parse_admin_comment("").get()) == "{}");
+    CHECK(svm::json_dump(svm::parse_admin_comment("(null)").get()) == "{}");
+    CHECK(svm::json_dump(svm::parse_admin_comment("[1,2]").get()) == "{}");
+}
+
+TEST_CASE("AdminComment: this node's entry is merged, the rest is kept") {
+    auto fields = [](const std::string& s) { return svm::json_parse(s, "fields"); };
+    svm::Json root = svm::parse_admin_comment("{\"site\":\"keep me\"}");
+    svm::Json rec = fields("{\"image\":\"/i.qcow2\",\"ready_ms\":900}");
+    CHECK(svm::merge_node_record(root.get(), "node1", rec.get()));
+    CHECK(svm::json_dump(root.get()) ==
+          "{\"site\":\"keep me\",\"slurm_vm\":{\"nodes\":{\"node1\":{\"image\":\"/i.qcow2\",\"ready_ms\":900}},\"v\":1}}");
+    CHECK_FALSE(svm::merge_node_record(root.get(), "node1", rec.get()));  // already there: nothing to write
+
+    // Another node's entry stays; an error joins this node's record.
+    svm::Json other = fields("{\"error\":\"the guest on node2 did not become ready within 300 s\"}");
+    CHECK(svm::merge_node_record(root.get(), "node2", other.get()));
+    svm::Json err = svm::json_parse(svm::error_record("the guest on node1 shut down or crashed"), "error");
+    CHECK(svm::merge_node_record(root.get(), "node1", err.get()));
+    CHECK(svm::json_dump(root.get()) ==
+          "{\"site\":\"keep me\",\"slurm_vm\":{\"nodes\":{\"node1\":{\"error\":\"the guest on node1 shut down or "
+          "crashed\",\"image\":\"/i.qcow2\",\"ready_ms\":900},\"node2\":{\"error\":\"the guest on node2 did not "
+          "become ready within 300 s\"}},\"v\":1}}");
+    // The ready record arriving after the error does not drop it.
+    CHECK_FALSE(svm::merge_node_record(root.get(), "node1", rec.get()));
+
+    // A foreign or broken "slurm_vm" value is replaced by ours.
+    svm::Json odd = svm::parse_admin_comment("{\"slurm_vm\":\"x\"}");
+    CHECK(svm::merge_node_record(odd.get(), "n", err.get()));
+    CHECK(svm::json_dump(odd.get()) ==
+          "{\"slurm_vm\":{\"nodes\":{\"n\":{\"error\":\"the guest on node1 shut down or crashed\"}},\"v\":1}}");
+}
+
+TEST_CASE("AdminComment: the error record is one bounded, valid JSON string") {
+    CHECK(svm::error_record("refused: \"quoted\"") == "{\"error\":\"refused: \\\"quoted\\\"\"}");
+    std::string long_reason(990, 'a');
+    long_reason += "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";  // é x6 across the 1000-byte cut
+    std::string rec = svm::error_record(long_reason);
+    svm::Json j = svm::json_parse(rec, "record");
+    std::string e = json_string_value(json_object_get(j.get(), "error"));
+    CHECK(e.size() <= 1000);
+    CHECK(e.size() >= 998);
+    CHECK(svm::error_record("\xff broken").find("not valid UTF-8") != std::string::npos);
+}
