@@ -21,6 +21,29 @@ GuestAddress guest_address(const std::string& prefix, uint32_t job_id, int node_
 std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner);
 void release_lease(const std::string& lease_file, const std::string& owner);
 
+// The name of the tap of the job's guest on its node_index-th node ("svm<job
+// hex>n<index>", at most 15 characters), and the nft pattern matching every
+// tap of the job ("svm<job hex>n*").
+std::string guest_tap_name(uint32_t job_id, int node_index);
+std::string guest_tap_pattern(uint32_t job_id);
+
+// Isolation between the jobs on a shared bridge: an nftables table of the
+// bridge family, one per job ("svm_job_<id>"), filtering what enters the
+// bridge from the job's taps (which a guest cannot forge, unlike addresses):
+// IPv4 and ARP only, from the job's own /24, to the job's /24, the gateway,
+// or addresses outside the guests' prefix. So a guest reaches its job's other
+// guests (on this host or, through the uplink, others, whose hosts filter
+// their own taps alike) and no guest of another job.
+struct JobFilter {
+    std::string table;  // "svm_job_<id>"
+    std::string rules;  // nft -f input that (re)creates the table
+};
+JobFilter job_filter(const std::string& prefix, uint32_t job_id, const std::string& gateway);
+// Runs `nft -f -` with the rules inside NETNS ("" = this namespace).
+void install_job_filter(const std::string& netns, const JobFilter& f);
+// Deletes the table; harmless when it is not there.
+void remove_job_filter(const std::string& netns, const std::string& table);
+
 // Enters the network namespace /run/netns/NAME (the calling thread).
 void enter_netns(const std::string& name);
 
