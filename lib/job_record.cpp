@@ -36,7 +36,7 @@ Json parse_admin_comment(const std::string& value) {
     return Json(j);
 }
 
-bool merge_node_record(json_t* root, const std::string& node, const json_t* fields) {
+bool merge_node_record(json_t* root, const std::string& node, const json_t* fields, bool replace) {
     bool changed = false;
     auto object_at = [&](json_t* parent, const char* key) {
         json_t* o = json_object_get(parent, key);
@@ -53,7 +53,14 @@ bool merge_node_record(json_t* root, const std::string& node, const json_t* fiel
         json_object_set_new(vm, "v", json_integer(1));
         changed = true;
     }
-    json_t* entry = object_at(object_at(vm, "nodes"), node.c_str());
+    json_t* nodes = object_at(vm, "nodes");
+    if (replace) {
+        json_t* have = json_object_get(nodes, node.c_str());
+        if (have && json_equal(have, fields)) return changed;
+        json_object_set_new(nodes, node.c_str(), json_deep_copy(fields));
+        return true;
+    }
+    json_t* entry = object_at(nodes, node.c_str());
     const char* key;
     json_t* val;
     json_object_foreach(const_cast<json_t*>(fields), key, val) {
@@ -92,6 +99,7 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
     std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ job_id);
     std::string job = std::to_string(job_id);
     for (int attempt = 0; attempt < o.attempts; ++attempt) {
+        if (o.cancel && *o.cancel) return false;
         RunResult r = run({"scontrol", "show", "job", job}, ro);
         if (!r.ok()) {
             log::warn("AdminComment not updated: scontrol show job " + job + " failed (exit " +
@@ -99,7 +107,7 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
             return false;
         }
         Json root = parse_admin_comment(admin_comment_of(r.out));
-        if (!merge_node_record(root.get(), node, want.get())) {
+        if (!merge_node_record(root.get(), node, want.get(), o.replace)) {
             if (attempt >= o.settled) return true;  // seen in place after settling
         } else {
             RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + json_dump(root.get())}, ro);

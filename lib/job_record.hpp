@@ -7,6 +7,7 @@
 // `scontrol` (no Slurm library) and re-checks, because the job's nodes write
 // at about the same time and Slurm keeps the last writer's value.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -20,9 +21,10 @@ std::string admin_comment_of(const std::string& show_job_output);
 Json parse_admin_comment(const std::string& value);
 // Merges `fields` (an object) into root["slurm_vm"]["nodes"][node], creating
 // what is missing and setting "v": 1. Keys of the node's entry that `fields`
-// does not name are kept. Returns false when root already held all of
-// `fields` (nothing to write).
-bool merge_node_record(json_t* root, const std::string& node, const json_t* fields);
+// does not name are kept, unless `replace` (the entry becomes `fields`: a
+// guest's record drops what an earlier run of a requeued job left). Returns
+// false when root already held it all (nothing to write).
+bool merge_node_record(json_t* root, const std::string& node, const json_t* fields, bool replace = false);
 // {"error": reason}, the reason cut to 1000 bytes.
 std::string error_record(const std::string& reason);
 
@@ -32,6 +34,8 @@ struct PublishOptions {
     int pause_min_ms = 300;  // random pause between attempts
     int pause_max_ms = 1500;
     int timeout_ms = 20000;  // per scontrol call
+    bool replace = false;    // see merge_node_record
+    const std::atomic<bool>* cancel = nullptr;  // checked between attempts
     // For a failure: the job is about to end, so fewer and shorter re-checks.
     static PublishOptions for_error() {
         PublishOptions o;

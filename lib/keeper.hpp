@@ -5,13 +5,13 @@
 #pragma once
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <string>
 
 #include "config.hpp"
 #include "domain_xml.hpp"
 #include "job_plan.hpp"
-#include "sysfs.hpp"
 
 namespace svm {
 
@@ -21,8 +21,10 @@ struct KeeperOptions {
     uint32_t job_id = 0;
     pid_t join_cgroup_of = 0;   // a process of the job's extern step
     // Called once the guest is ready with this node's record (JSON): what the
-    // VM was, for Slurm accounting (the caller publishes it).
-    std::function<void(const JobPlan&, const std::string& record)> on_ready;
+    // VM was, for Slurm accounting (the caller publishes it), in a thread of
+    // its own; `cancelled` turns true when a failure is to be published
+    // instead (which waits for this to return).
+    std::function<void(const JobPlan&, const std::string& record, const std::atomic<bool>& cancelled)> on_ready;
     // Called when the guest could not run or died, with the one-sentence
     // reason the job fails with (the caller publishes it), in the host's
     // network namespace, before run_keeper returns.
@@ -36,13 +38,6 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
 // overhead) and builds its domain description. Throws a one-sentence error
 // when the job's memory is too small.
 DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes);
-
-// Backs the guest's memory as the plan's hugepage policy and the node allow
-// (hugepages.hpp): sets d.hugepage_kib and rounds d.memory_mib down to whole
-// hugepages, or leaves normal pages. Returns one line for the log and
-// guest.json; throws one sentence naming the node and what it lacks when the
-// policy is "required" and the node cannot.
-std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root);
 
 // Runs the keeper until the guest stops or SIGTERM; returns the exit status.
 int run_keeper(const KeeperOptions& o);

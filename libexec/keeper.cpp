@@ -61,8 +61,11 @@ int main(int argc, char** argv) {
     if (publish_record) {
         // This node's entry of the job's AdminComment: what the VM was, or
         // why it could not run (a first write at once: the job may end soon).
-        o.on_ready = [](const svm::JobPlan& p, const std::string& record) {
-            svm::publish_node_record(p.job_id, p.node, record);
+        o.on_ready = [](const svm::JobPlan& p, const std::string& record, const std::atomic<bool>& cancelled) {
+            svm::PublishOptions po;
+            po.replace = true;  // a requeued job's earlier record goes
+            po.cancel = &cancelled;
+            svm::publish_node_record(p.job_id, p.node, record, po);
         };
         o.on_failure = [](const svm::JobPlan& p, const std::string& reason) {
             svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());

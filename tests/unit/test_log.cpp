@@ -343,6 +343,13 @@ TEST_CASE("AdminComment: this node's entry is merged, the rest is kept") {
     // The ready record arriving after the error does not drop it.
     CHECK_FALSE(svm::merge_node_record(root.get(), "node1", rec.get()));
 
+    // A guest's record replaces the entry (a requeued job's earlier error goes).
+    CHECK(svm::merge_node_record(root.get(), "node1", rec.get(), true));
+    CHECK_FALSE(svm::merge_node_record(root.get(), "node1", rec.get(), true));
+    CHECK(svm::json_dump(json_object_get(json_object_get(json_object_get(root.get(), "slurm_vm"), "nodes"), "node1")) ==
+          "{\"image\":\"/i.qcow2\",\"ready_ms\":900}");
+    CHECK(json_object_get(json_object_get(json_object_get(root.get(), "slurm_vm"), "nodes"), "node2"));
+
     // A foreign or broken "slurm_vm" value is replaced by ours.
     svm::Json odd = svm::parse_admin_comment("{\"slurm_vm\":\"x\"}");
     CHECK(svm::merge_node_record(odd.get(), "n", err.get()));
