@@ -1,6 +1,7 @@
 // slurm-vm-epilog: Slurm's Epilog on every node of a job. Undoes everything
 // the ledger of the job holds on this node (guest, leases, files, devices).
-// Idempotent: fine twice, fine without a prolog, fine after a crash.
+// Idempotent: fine twice, fine without a prolog, fine after a crash. What
+// cannot be undone drains the node with a reason that names it.
 //
 // Before that, for a job whose guest failed: the reason goes into the job's
 // AdminComment if the keeper could not put it there, and the guest's console
@@ -17,6 +18,7 @@
 #include "fs.hpp"
 #include "job_record.hpp"
 #include "log.hpp"
+#include "node_drain.hpp"
 #include "vm_job.hpp"
 
 namespace {
@@ -87,6 +89,19 @@ int run(const std::string& config) {
             return 0;
         }
         for (const auto& f : failures) svm::log::error(f);
+        // What could not be undone stays as it is (a device left on vfio-pci
+        // is out of every job's and the host's reach: quarantined) and stays
+        // in the ledger for `slurm-vm sweep`. The node is drained with a
+        // reason naming the cause; Slurm's own would only say "Epilog error",
+        // so the epilog fails only if the drain itself did not work.
+        std::string reason = svm::drain_reason(job, failures), err;
+        if (svm::drain_node(node, reason, err)) {
+            svm::log::error("node " + std::string(node) + " drained: " + reason +
+                            "; once the cause is fixed: slurm-vm sweep, then scontrol update nodename=" + node +
+                            " state=resume");
+            return 0;
+        }
+        svm::log::error(err);
         return 1;
     } catch (const std::exception& e) {
         svm::log::error(e.what());

@@ -77,7 +77,7 @@ log "GPU job $id on node3"
 st="$(wait_job "$id" 300)"
 out="$(cat "$wd/slurm-$id.out" 2>/dev/null || true)"
 [[ "$st" == FAILED ]] || fail "job $id ended $st (want FAILED: no real device here); output: $out"
-grep -q "^slurm-vm: the guest on node3 could not be started: " <<<"$out" ||
+grep -qE "^slurm-vm: (job $id: )?the guest on node3 could not be started: " <<<"$out" ||
     fail "job $id output has no clear reason: $out"
 grep -q "guest ran" <<<"$out" && fail "job $id's script ran although its guest never started"
 w="$TREE/.emulated-kernel/writes"
