@@ -15,6 +15,7 @@
 #include "error.hpp"
 #include "job_record.hpp"
 #include "log.hpp"
+#include "node_drain.hpp"
 #include "vm_job.hpp"
 
 extern char** environ;
@@ -25,6 +26,15 @@ static void usage() {
         "Run by slurmd as the Prolog with the job's environment (SLURM_JOB_ID, SLURM_JOB_UID,\n"
         "SLURMD_NODENAME, SPANK_SLURM_VM_IMAGE, ...). Default configuration: %s/slurm-vm.json\n",
         SVM_SYSCONFDIR);
+}
+
+// A node-side failure: the node is drained with a reason that names the
+// cause (Slurm's own would be "Prolog error"), and the prolog fails so that
+// Slurm requeues or fails the job by its own rules.
+static void node_side_failure(const svm::log::Setup& ls, const std::string& why) {
+    if (ls.node.empty()) return;
+    std::string err;
+    if (!svm::drain_node(ls.node, svm::drain_reason(ls.job_id, {why}), err)) svm::log::error(err);
 }
 
 static int run(const std::string& config) {
@@ -52,9 +62,11 @@ static int run(const std::string& config) {
         return 0;
     } catch (const svm::Error& e) {
         svm::log::error(e);
+        node_side_failure(ls, e.chain());
         return 1;
     } catch (const std::exception& e) {
         svm::log::error(e.what());
+        node_side_failure(ls, e.what());
         return 1;
     }
 }

@@ -126,3 +126,32 @@ tree_unchanged "job $id after sweep"
 scontrol update nodename=node3 state=resume
 no_node_drained
 pass "job $id: $GPU kept on vfio-pci, node3 drained ('$reason'); sweep gave it back once free"
+
+# ------------------------------------------------------------ 3. host holds the GPU
+# A host process keeps the GPU on nvidia: the prolog waits a bounded time
+# (unbind_timeout_s), undoes what it did, and fails; node3 is drained with a
+# reason naming the device, and Slurm requeues the job (held).
+fresh_tree
+"$K" --busy "$TREE" "$GPU@nvidia" -1
+id="$(submit_gpu_job "$wd")"
+log "GPU job $id on node3; $GPU will not leave nvidia"
+end=$((SECONDS + 120))
+until [[ "$(sinfo -h -n node3 -o '%t')" == drain* ]]; do
+    ((SECONDS < end)) || fail "node3 not drained 120 s after job $id's prolog could not take $GPU"
+    sleep 1
+done
+reason="$(sinfo -h -n node3 -o '%E')"
+[[ "$reason" == "slurm-vm: job $id: "*"$GPU"*"did not release"* ]] ||
+    fail "node3's drain reason does not name $GPU and the cause: '$reason'"
+end=$((SECONDS + 60))
+until [[ "$(job_field "$id" Reason)" == launch_failed_requeued_held ]]; do
+    ((SECONDS < end)) || fail "job $id not requeued after its prolog failed (state $(job_field "$id" JobState), reason $(job_field "$id" Reason))"
+    sleep 1
+done
+scancel "$id"
+"$K" --busy "$TREE" "$GPU@nvidia" 0
+wait_clean "$id" 60
+tree_unchanged "job $id (prolog failed)"
+scontrol update nodename=node3 state=resume
+no_node_drained
+pass "job $id: $GPU held on the host: bounded wait, rollback, node3 drained ('${reason:0:100}...'), job requeued held"
