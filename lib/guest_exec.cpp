@@ -1,5 +1,6 @@
 #include "guest_exec.hpp"
 
+#include <csignal>
 #include <cstdlib>
 
 #include "proc.hpp"
@@ -54,15 +55,38 @@ std::string remote_shell_command(const GuestCommand& c) {
     }
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (c.script_on_stdin) {
+        // The script stays in the guest's /tmp until the guest goes with the
+        // job: exec'ing it keeps the task the group leader signals reach.
         s += "f=$(mktemp /tmp/slurm-vm-script.XXXXXX) && cat >\"$f\" && chmod 700 \"$f\" || exit 1; ";
-        s += "\"$f\"";
+    }
+    if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";
+    s += "exec";
+    if (c.script_on_stdin) {
+        s += " \"$f\"";
         for (size_t i = 1; i < c.argv.size(); ++i) s += " " + shell_quote(c.argv[i]);
-        s += " </dev/null; rc=$?; rm -f \"$f\"; exit $rc";
+        s += " </dev/null";
     } else {
-        s += "exec";
         for (const auto& a : c.argv) s += " " + shell_quote(a);
     }
     return s;
+}
+
+std::string remote_signal_command(const std::string& pid_file, const std::string& sig) {
+    std::string f = shell_quote(pid_file);
+    return "p=$(cat " + f + " 2>/dev/null) && [ -n \"$p\" ] || exit 3; kill -s " + sig +
+           " -- -\"$p\" 2>/dev/null || kill -s " + sig + " \"$p\"";
+}
+
+std::string forwarded_signal_name(int sig) {
+    switch (sig) {
+        case SIGTERM: return "TERM";
+        case SIGINT: return "INT";
+        case SIGHUP: return "HUP";
+        case SIGQUIT: return "QUIT";
+        case SIGUSR1: return "USR1";
+        case SIGUSR2: return "USR2";
+        default: return "";
+    }
 }
 
 std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, bool tty) {

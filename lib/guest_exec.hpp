@@ -15,6 +15,9 @@ struct GuestCommand {
     std::string cwd;
     bool script_on_stdin = false;       // batch step: argv[0] is a host file sent on stdin
     std::string hostfile;               // MPI hostfile content ("" = none)
+    // Where the guest notes the task's process group, so that signals can
+    // follow it there (remote_signal_command); "" = not noted.
+    std::string pid_file;
 };
 
 // One line per guest of the job, "<guest> slots=<tasks on that node>", from
@@ -23,6 +26,13 @@ std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string&
 
 // The shell command the guest's login shell runs.
 std::string remote_shell_command(const GuestCommand& c);
+// The command that sends signal `sig` (a name: "TERM", "USR1", ...) to the
+// task's process group noted in pid_file. The task was exec'd by the login
+// shell, which sshd made a session (and group) leader: the group is the
+// task with everything it started.
+std::string remote_signal_command(const std::string& pid_file, const std::string& sig);
+// The signal's name for kill(1), "" for signals that are not forwarded.
+std::string forwarded_signal_name(int sig);
 // Which variables of the task travel into the guest.
 bool forwarded_variable(const std::string& name);
 // ssh argv (without the remote command); `self` is the path of slurm-vm-exec

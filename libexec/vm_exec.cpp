@@ -10,6 +10,7 @@
 //
 // It runs as the job's user: its messages go to stderr only (the job's
 // output), as "slurm-vm: job 42: ...", never to the admins' log files.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,8 +87,46 @@ long now_ms() {
 }
 
 pid_t g_child = 0;
-void forward(int sig) {
-    if (g_child > 0) ::kill(g_child, sig);
+int g_signal_pipe[2] = {-1, -1};
+// Signals for the task go into the guest (see relay_signal); the handler
+// only queues them for the main loop.
+void on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = static_cast<unsigned char>(sig);
+    if (g_signal_pipe[1] >= 0 && ::write(g_signal_pipe[1], &b, 1) < 0) {
+    }
+    errno = saved;
+}
+
+// Slurm signals every process of the step (its cgroup), our ssh clients
+// too; they must outlive the signal to carry it into the guest. (ssh keeps
+// a signal ignored when it starts with it ignored.)
+void ignore_job_signals() {
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_IGN);
+}
+
+// Sends `sig` to the task's process group in the guest over a second SSH
+// session (a signal to the local ssh would only end the session and leave
+// the task running). Returns the helper's pid, or -1.
+pid_t relay_signal(const svm::JobPlan& p, const std::string& self, const std::string& pid_file, int sig) {
+    std::string name = svm::forwarded_signal_name(sig);
+    if (name.empty()) return -1;
+    std::vector<std::string> args = svm::ssh_argv(p, self, false);
+    args.push_back("--");
+    args.push_back(svm::remote_signal_command(pid_file, name));
+    pid_t h = ::fork();
+    if (h != 0) return h;
+    ignore_job_signals();
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+    }
+    std::vector<char*> cargv;
+    for (auto& a : args) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    ::execvp("ssh", cargv.data());
+    _exit(255);
 }
 
 // The last lines of the console, printable: no terminal escapes in the job's output.
@@ -141,7 +181,10 @@ void init_log() {
 
 int main(int argc, char** argv) {
     init_log();
-    if (argc == 3 && !std::strcmp(argv[1], "--proxy")) return proxy(argv[2]);
+    if (argc == 3 && !std::strcmp(argv[1], "--proxy")) {
+        ignore_job_signals();  // ssh's transport: it ends with ssh, not with Slurm's signal
+        return proxy(argv[2]);
+    }
     if (argc >= 2 && !std::strcmp(argv[1], "--help")) {
         std::printf("usage: slurm-vm-exec --proxy SOCKET\n"
                     "Otherwise run by the slurm-vm SPANK plugin in place of a task's command.\n");
@@ -188,6 +231,8 @@ int main(int argc, char** argv) {
         if (!p.peers.empty() && !p.peers[0].ip.empty()) c.hostfile = svm::mpi_hostfile(p.peers, tpn ? tpn : "1");
         char cwd[4096];
         if (::getcwd(cwd, sizeof cwd)) c.cwd = cwd;
+        // This process is unique on the host, the guest is this host's only.
+        c.pid_file = "/tmp/.slurm-vm-task." + std::to_string(::getpid());
         std::string script;
         if (batch) {
             c.script_on_stdin = true;
@@ -212,6 +257,7 @@ int main(int argc, char** argv) {
         g_child = ::fork();
         if (g_child < 0) SVM_THROW_ERRNO("fork");
         if (g_child == 0) {
+            ignore_job_signals();
             if (batch) {
                 ::dup2(in_pipe[0], 0);
                 ::close(in_pipe[0]);
@@ -224,7 +270,13 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "slurm-vm: job %u: cannot run ssh: %s\n", p.job_id, std::strerror(errno));
             _exit(255);
         }
-        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT, SIGQUIT}) ::signal(sig, forward);
+        if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) SVM_THROW_ERRNO("pipe");
+        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT}) {
+            struct sigaction sa {};
+            sa.sa_handler = on_signal;
+            ::sigemptyset(&sa.sa_mask);
+            ::sigaction(sig, &sa, nullptr);
+        }
         ::signal(SIGPIPE, SIG_IGN);
         if (batch) {
             ::close(in_pipe[0]);
@@ -237,8 +289,37 @@ int main(int argc, char** argv) {
             }
             ::close(in_pipe[1]);
         }
+        // Wait for the task; relay signals meanwhile. A relay that fails
+        // (the guest no longer answers) falls back to ending the session.
         int st = 0;
-        while (::waitpid(g_child, &st, 0) < 0 && errno == EINTR) {
+        std::map<pid_t, int> relays;  // helper pid -> signal
+        for (;;) {
+            pid_t w = ::waitpid(g_child, &st, WNOHANG);
+            if (w == g_child) break;
+            if (w < 0 && errno != EINTR) SVM_THROW_ERRNO("waitpid");
+            struct pollfd pfd {g_signal_pipe[0], POLLIN, 0};
+            ::poll(&pfd, 1, 200);
+            unsigned char b;
+            while (::read(g_signal_pipe[0], &b, 1) == 1) {
+                pid_t h = relay_signal(p, self, c.pid_file, b);
+                if (h > 0) relays[h] = b;
+                svm::log::debug("signal " + std::to_string(b) + " relayed into the guest");
+            }
+            for (auto it = relays.begin(); it != relays.end();) {
+                int hs = 0;
+                if (::waitpid(it->first, &hs, WNOHANG) != it->first) {
+                    ++it;
+                    continue;
+                }
+                bool ok = WIFEXITED(hs) && WEXITSTATUS(hs) == 0;
+                if (!ok && it->second != SIGUSR1 && it->second != SIGUSR2) ::kill(g_child, SIGKILL);
+                it = relays.erase(it);
+            }
+        }
+        for (const auto& [h, sig] : relays) {
+            (void)sig;
+            ::kill(h, SIGTERM);
+            ::waitpid(h, nullptr, 0);
         }
         int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (rc == 255) {

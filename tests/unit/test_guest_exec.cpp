@@ -1,0 +1,48 @@
+// The remote command and the signal command, run for real in a local shell
+// the way the guest's sshd runs them (a new session: the login shell leads
+// its own process group).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "fs.hpp"
+#include "guest_exec.hpp"
+#include "proc.hpp"
+
+TEST_CASE("a signal sent with the signal command reaches the task and its children in the guest", "[exec]") {
+    std::string pid_file = "/tmp/.svm-test-task." + std::to_string(::getpid());
+    ::unlink(pid_file.c_str());
+    svm::GuestCommand c;
+    // The task traps USR1 in a child shell too: the whole group gets it.
+    c.argv = {"sh", "-c",
+              "sh -c 'trap \"echo child got USR1; exit 0\" USR1; while :; do sleep 0.05; done' & "
+              "trap 'echo task got USR1; wait; exit 7' USR1; while :; do sleep 0.05; done"};
+    c.cwd = "/tmp";
+    c.pid_file = pid_file;
+    svm::RunOptions o;
+    o.new_session = true;
+    o.timeout_ms = 20000;
+    pid_t sender = ::fork();
+    REQUIRE(sender >= 0);
+    if (sender == 0) {
+        for (int i = 0; i < 100 && !svm::path_exists(pid_file); ++i) ::usleep(50000);
+        ::usleep(300000);  // the traps are set
+        auto r = svm::run({"/bin/sh", "-c", svm::remote_signal_command(pid_file, "USR1")});
+        _exit(r.status);
+    }
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    int st = 0;
+    ::waitpid(sender, &st, 0);
+    CHECK(WEXITSTATUS(st) == 0);
+    CHECK(r.status == 7);
+    CHECK(r.out.find("task got USR1") != std::string::npos);
+    CHECK(r.out.find("child got USR1") != std::string::npos);
+    // No task noted: the signal command says so (exit 3) instead of killing anything.
+    ::unlink(pid_file.c_str());
+    CHECK(svm::run({"/bin/sh", "-c", svm::remote_signal_command(pid_file, "TERM")}).status == 3);
+    CHECK(svm::forwarded_signal_name(SIGUSR1) == "USR1");
+    CHECK(svm::forwarded_signal_name(SIGCONT).empty());
+}
