@@ -4,6 +4,8 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "hugepages.hpp"
+#include "irq_profile.hpp"
 
 namespace svm {
 
@@ -56,7 +58,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "sysfs_root", "log_dir", "log_keep_days", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -78,6 +80,15 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         if (c.log_dir.empty() || c.log_dir[0] != '/') SVM_THROW("\"log_dir\" must be an absolute path");
         if (auto v = json_get_int(root.get(), "log_keep_days")) c.log_keep_days = static_cast<int>(*v);
         if (c.log_keep_days < 0) SVM_THROW("\"log_keep_days\" must be 0 (keep forever) or more");
+        if (auto v = json_get_string(root.get(), "hugepages")) c.hugepages = *v;
+        check_hugepage_mode(c.hugepages);
+        if (auto v = json_get_int(root.get(), "hugepage_size_kib")) c.hugepage_size_kib = *v;
+        if (c.hugepage_size_kib < 0 ||
+            (c.hugepage_size_kib != 0 && (c.hugepage_size_kib < 64 || (c.hugepage_size_kib & (c.hugepage_size_kib - 1)))))
+            SVM_THROW("\"hugepage_size_kib\" must be a hugepage size in KiB (2048 or 1048576 on x86), or 0 for the "
+                      "kernel's default");
+        if (auto v = json_get_string(root.get(), "irq_profile")) c.irq_profile = *v;
+        require_irq_profile(c.irq_profile, "\"irq_profile\"");
         c.allowed_image_dirs = json_get_string_array(root.get(), "allowed_image_dirs");
         for (auto& d : c.allowed_image_dirs)
             if (d.empty() || d[0] != '/') SVM_THROW("\"allowed_image_dirs\" entries must be absolute paths");

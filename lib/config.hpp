@@ -30,6 +30,14 @@ struct NodeConfig {
     int64_t min_guest_memory_mib = 256;
     int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
     std::string sysfs_root = "/";  // tests point it at a fake tree
+    // Guest memory on hugepages (hugepages.hpp): "off", "auto" (when the
+    // guest's NUMA node has enough free ones) or "required"; page size in KiB,
+    // 0 = the kernel's default hugepage size.
+    std::string hugepages = "auto";
+    int64_t hugepage_size_kib = 0;
+    // Interrupt moderation profile for the guest's VF when the job names none
+    // (irq_profile.hpp: default, latency, throughput).
+    std::string irq_profile = "default";
     // Per-job logs an admin reads after the job: <log_dir>/<node>/job_<id>.log
     // (root, 0640), kept log_keep_days (pruned by `slurm-vm sweep`; 0 = never).
     std::string log_dir = "/var/log/slurm-vm";

@@ -1,6 +1,7 @@
 #include "domain_xml.hpp"
 
 #include <cstdio>
+#include <map>
 
 #include "cpuset.hpp"
 #include "error.hpp"
@@ -22,16 +23,103 @@ std::string xml_escape(const std::string& s) {
     return out;
 }
 
+namespace {
+
+struct HostFunction {
+    unsigned dom = 0, bus = 0, slot = 0, fn = 0;
+};
+
+HostFunction parse_function(const std::string& domain, const std::string& a) {
+    HostFunction f;
+    char tail = 0;
+    if (std::sscanf(a.c_str(), "%x:%x:%x.%x%c", &f.dom, &f.bus, &f.slot, &f.fn, &tail) != 4 || f.dom > 0xffff ||
+        f.bus > 0xff || f.slot > 0x1f || f.fn > 7)
+        SVM_THROW("domain " + domain + ": bad PCI address " + a);
+    return f;
+}
+
+std::string pci_address(unsigned dom, unsigned bus, unsigned slot, unsigned fn, bool guest, bool multifunction = false) {
+    char a[200];
+    std::snprintf(a, sizeof a, "<address %sdomain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'%s/>",
+                  guest ? "type='pci' " : "", dom, bus, slot, fn, multifunction ? " multifunction='on'" : "");
+    return a;
+}
+
+// The guest's PCIe layout for the passed-through functions: one group per
+// host NUMA node, each a root port with a switch whose downstream ports hold
+// one host slot each (its functions renumbered from 0 in host order, so a
+// VF at function 3 is function 0 in the guest, where it is enumerated).
+std::string hostdev_xml(const DomainSpec& s) {
+    struct Slot {
+        HostFunction key;
+        std::vector<std::pair<HostFunction, const HostdevSpec*>> fns;
+    };
+    std::map<int, std::vector<Slot>> groups;  // host NUMA node (-1 = unknown) -> slots, in spec order
+    for (const auto& h : s.hostdevs) {
+        HostFunction f = parse_function(s.name, h.address);
+        auto& slots = groups[h.numa_node < 0 ? -1 : h.numa_node];
+        Slot* into = nullptr;
+        for (auto& sl : slots)
+            if (sl.key.dom == f.dom && sl.key.bus == f.bus && sl.key.slot == f.slot) into = &sl;
+        if (!into) {
+            slots.push_back({f, {}});
+            into = &slots.back();
+        }
+        for (const auto& have : into->fns)
+            if (have.first.fn == f.fn) SVM_THROW("domain " + s.name + ": PCI function " + h.address + " given twice");
+        auto pos = into->fns.begin();
+        while (pos != into->fns.end() && pos->first.fn < f.fn) ++pos;
+        into->fns.insert(pos, {f, &h});
+    }
+    std::string ctl, dev;
+    unsigned next = 1;  // controller index; 0 is q35's pcie-root
+    for (const auto& [node, slots] : groups) {
+        (void)node;
+        if (slots.size() > 32) SVM_THROW("domain " + s.name + ": more than 32 PCI slots on one host NUMA node");
+        unsigned root = next++, up = next++;
+        ctl += "    <controller type='pci' index='" + std::to_string(root) + "' model='pcie-root-port'/>\n";
+        ctl += "    <controller type='pci' index='" + std::to_string(up) + "' model='pcie-switch-upstream-port'>\n";
+        ctl += "      " + pci_address(0, root, 0, 0, true) + "\n    </controller>\n";
+        for (size_t i = 0; i < slots.size(); ++i) {
+            unsigned down = next++;
+            ctl += "    <controller type='pci' index='" + std::to_string(down) +
+                   "' model='pcie-switch-downstream-port'>\n";
+            ctl += "      " + pci_address(0, up, static_cast<unsigned>(i), 0, true) + "\n    </controller>\n";
+            const auto& fns = slots[i].fns;
+            for (size_t k = 0; k < fns.size(); ++k) {
+                const HostFunction& f = fns[k].first;
+                // managed='no': our device steps bound it to vfio-pci (and give it back).
+                dev += "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <driver name='vfio'/>\n";
+                dev += "      <source>" + pci_address(f.dom, f.bus, f.slot, f.fn, false) + "</source>\n";
+                dev += "      " + pci_address(0, down, 0, static_cast<unsigned>(k), true, k == 0 && fns.size() > 1) + "\n";
+                dev += "    </hostdev>\n";
+            }
+        }
+    }
+    return ctl + dev;
+}
+
+}  // namespace
+
 std::string domain_xml(const DomainSpec& s) {
     if (s.name.empty()) SVM_THROW("domain needs a name");
     if (s.host_cpus.empty()) SVM_THROW("domain " + s.name + " needs at least one CPU");
     if (s.base_format != "qcow2" && s.base_format != "raw")
         SVM_THROW("domain " + s.name + ": base image format must be qcow2 or raw");
+    if (s.hugepage_kib < 0 || (s.hugepage_kib > 0 && (s.memory_mib * 1024) % s.hugepage_kib != 0))
+        SVM_THROW("domain " + s.name + ": memory of " + std::to_string(s.memory_mib) + " MiB is not a whole number of " +
+                  std::to_string(s.hugepage_kib) + " KiB hugepages");
     auto e = xml_escape;
     std::string x;
     x += "<domain type='" + e(s.type) + "'>\n";
     x += "  <name>" + e(s.name) + "</name>\n";
     x += "  <memory unit='MiB'>" + std::to_string(s.memory_mib) + "</memory>\n";
+    if (s.hugepage_kib > 0) {
+        // No nodeset: it names guest NUMA cells, and the guest has none; the
+        // host node the pages come from is numatune's.
+        x += "  <memoryBacking>\n    <hugepages>\n      <page size='" + std::to_string(s.hugepage_kib) +
+             "' unit='KiB'/>\n    </hugepages>\n  </memoryBacking>\n";
+    }
     x += "  <vcpu placement='static'>" + std::to_string(s.host_cpus.size()) + "</vcpu>\n";
     x += "  <cputune>\n";
     for (size_t i = 0; i < s.host_cpus.size(); ++i)
@@ -40,7 +128,9 @@ std::string domain_xml(const DomainSpec& s) {
     x += "  </cputune>\n";
     if (s.numa_node >= 0)
         x += "  <numatune>\n    <memory mode='strict' nodeset='" + std::to_string(s.numa_node) + "'/>\n  </numatune>\n";
-    x += "  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n";
+    // q35 (PCIe) only for guests with passthrough devices: their layout needs
+    // PCIe root and switch ports; every other guest stays as it was.
+    x += std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") + "'>hvm</type>\n";
     if (!s.kernel.empty()) {
         x += "    <kernel>" + e(s.kernel) + "</kernel>\n";
         if (!s.initrd.empty()) x += "    <initrd>" + e(s.initrd) + "</initrd>\n";
@@ -102,17 +192,7 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <target type='serial' port='0'/>\n";
         x += "    </console>\n";
     }
-    for (const auto& h : s.hostdevs) {
-        unsigned dom, bus, slot, fn;
-        if (std::sscanf(h.c_str(), "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
-            SVM_THROW("domain " + s.name + ": bad PCI address " + h);
-        char a[160];
-        std::snprintf(a, sizeof a, "<address domain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'/>", dom, bus,
-                      slot, fn);
-        // managed='no': our device steps bound it to vfio-pci (and give it back).
-        x += "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <driver name='vfio'/>\n";
-        x += std::string("      <source>") + a + "</source>\n    </hostdev>\n";
-    }
+    if (!s.hostdevs.empty()) x += hostdev_xml(s);
     x += "    <memballoon model='none'/>\n";
     x += "  </devices>\n";
     x += "</domain>\n";

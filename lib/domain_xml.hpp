@@ -11,6 +11,14 @@ struct ShareSpec {
     std::string tag;     // mount tag seen by the guest
 };
 
+// A PCI function passed through (already on vfio-pci) and what the guest's
+// PCIe layout needs to know about it.
+struct HostdevSpec {
+    std::string address;  // DDDD:BB:DD.F on the host
+    std::string role;     // "gpu", "companion" (same slot and group as a GPU), "vf", or "" (unknown)
+    int numa_node = -1;   // host NUMA node of the function, -1 = unknown
+};
+
 struct DomainSpec {
     std::string name;
     std::string type = "kvm";  // "kvm" or "qemu" (TCG)
@@ -27,8 +35,16 @@ struct DomainSpec {
                                      // own vnetN choice races between embedded drivers)
     std::string console_log;         // serial console written to this file
     std::vector<ShareSpec> shares;   // 9p shares (passthrough, as QEMU's user)
-    std::vector<std::string> hostdevs;  // PCI addresses DDDD:BB:DD.F, already on vfio-pci
+    // Passed-through functions. With any, the guest is a q35 machine and the
+    // functions of one host NUMA node (its GPUs and the VF) sit behind one
+    // guest PCIe switch: pcie-root-port -> pcie-switch-upstream-port -> one
+    // pcie-switch-downstream-port per host slot (a GPU and its companion
+    // functions share one). Peers under one switch is what GPUDirect RDMA
+    // between a GPU and the VF needs in the guest. Without any, the guest is
+    // unchanged (i440fx "pc", libvirt's own addresses).
+    std::vector<HostdevSpec> hostdevs;
     int numa_node = -1;              // bind guest memory to this host node (strict) when >= 0
+    int64_t hugepage_kib = 0;        // back guest memory with hugepages of this size (memory_mib a multiple)
 };
 
 std::string domain_xml(const DomainSpec& s);

@@ -52,9 +52,21 @@ std::string JobPlan::to_json() const {
     for (const auto& h : shares) json_array_append_new(sh, json_string(h.c_str()));
     json_object_set_new(j, "shares", sh);
     json_t* hd = json_array();
-    for (const auto& h : hostdevs) json_array_append_new(hd, json_string(h.c_str()));
+    for (const auto& h : hostdevs) {
+        json_t* e = json_object();
+        set_str(e, "address", h.address);
+        set_str(e, "role", h.role);
+        set_int(e, "numa_node", h.numa_node);
+        json_array_append_new(hd, e);
+    }
     json_object_set_new(j, "hostdevs", hd);
     set_int(j, "numa_node", numa_node);
+    set_str(j, "vf_link_layer", vf_link_layer);
+    set_str(j, "vf_mac", vf_mac);
+    set_str(j, "vf_port_guid", vf_port_guid);
+    set_str(j, "irq_profile", irq_profile);
+    set_str(j, "hugepages", hugepages);
+    set_int(j, "hugepage_size_kib", hugepage_size_kib);
     set_str(j, "device_cpus", device_cpus);
     set_str(j, "devices_json", devices_json);
     set_int(j, "memory_overhead_mib", memory_overhead_mib);
@@ -104,8 +116,21 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.emulator = s("emulator");
     p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
     p.shares = json_get_string_array(j, "shares");
-    p.hostdevs = json_get_string_array(j, "hostdevs");
+    json_array_foreach(json_object_get(j, "hostdevs"), idx, e) {
+        if (json_is_string(e)) {  // plans written before roles were recorded
+            p.hostdevs.push_back({json_string_value(e), "", -1});
+            continue;
+        }
+        p.hostdevs.push_back({json_get_string(e, "address").value_or(""), json_get_string(e, "role").value_or(""),
+                              static_cast<int>(json_get_int(e, "numa_node").value_or(-1))});
+    }
     p.numa_node = static_cast<int>(json_get_int(j, "numa_node").value_or(-1));
+    p.vf_link_layer = s("vf_link_layer");
+    p.vf_mac = s("vf_mac");
+    p.vf_port_guid = s("vf_port_guid");
+    p.irq_profile = json_get_string(j, "irq_profile").value_or("default");
+    p.hugepages = json_get_string(j, "hugepages").value_or("off");
+    p.hugepage_size_kib = i("hugepage_size_kib");
     p.device_cpus = s("device_cpus");
     p.devices_json = s("devices_json");
     p.memory_overhead_mib = i("memory_overhead_mib");

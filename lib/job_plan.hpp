@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "domain_xml.hpp"
 
 namespace svm {
 
@@ -37,8 +38,18 @@ struct JobPlan {
     std::string domain_type, emulator;
     int boot_timeout_s = 300;
     std::vector<std::string> shares;    // host directories mounted at the same path in the guest
-    std::vector<std::string> hostdevs;  // PCI functions passed through (GPUs, companions, VF)
+    std::vector<HostdevSpec> hostdevs;  // PCI functions passed through (GPUs, companions, VF), with role and NUMA node
     int numa_node = -1;                 // the devices' NUMA node, -1 = none/unknown
+    // The VF, when the guest has one: how the guest finds its interface(s).
+    std::string vf_link_layer;          // "infiniband" or "ethernet"
+    std::string vf_mac, vf_port_guid;   // given to the VF by the device steps
+    // Interrupt moderation profile the guest applies to the VF (irq_profile.hpp):
+    // the job's --vm-irq-profile, else the node's irq_profile. "default" = none.
+    std::string irq_profile = "default";
+    // The node's hugepage policy for the guest's memory (hugepages.hpp); the
+    // keeper decides with the guest's size and records it in guest.json.
+    std::string hugepages = "off";
+    int64_t hugepage_size_kib = 0;      // 0 = the kernel's default size
     std::string device_cpus;            // CPUs of that node
     std::string devices_json;           // what was given (accounting): GPUs and VF
     int64_t memory_overhead_mib = 256, min_guest_memory_mib = 256, default_guest_memory_mib = 1024;

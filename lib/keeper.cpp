@@ -26,6 +26,7 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
+#include "hugepages.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
 #include "seed.hpp"
@@ -220,6 +221,18 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     return d;
 }
 
+std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root) {
+    try {
+        MemoryBacking b = choose_memory_backing(root, p.hugepages, p.hugepage_size_kib, p.numa_node, d.memory_mib);
+        d.memory_mib = b.memory_mib;
+        d.hugepage_kib = b.page_kib;
+        return b.note;
+    } catch (const Error& e) {
+        SVM_THROW("node " + p.node + " cannot start the job's guest: " + e.reason() +
+                  " (a problem of the node, not of the job)");
+    }
+}
+
 int run_keeper(const KeeperOptions& o) {
     NodeConfig cfg = load_config(o.config_path, o.node);
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
@@ -289,11 +302,16 @@ int run_keeper(const KeeperOptions& o) {
         return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
     }
     DomainSpec spec;
+    std::string backing;
+    int64_t unrounded_mib = 0;
     try {
         spec = guest_domain(p, cpus, mem);
+        unrounded_mib = spec.memory_mib;
+        backing = back_guest_memory(spec, p, SysfsRoot(cfg.sysfs_root));
     } catch (const Error& e) {
         return fail(e.reason());
     }
+    log::info("guest memory " + std::to_string(spec.memory_mib) + " MiB, " + backing);
     std::string xml = domain_xml(spec);
     write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
 
@@ -317,6 +335,16 @@ int run_keeper(const KeeperOptions& o) {
     try {
         conn = open_embed(p.embed_root());
         dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        if (!dom && spec.hugepage_kib > 0 && p.hugepages == "auto") {
+            // Another guest took the free hugepages since they were counted.
+            backing = "normal pages: the guest did not start on hugepages (" + libvirt_last_error() + ")";
+            log::warn(backing);
+            spec.hugepage_kib = 0;
+            spec.memory_mib = unrounded_mib;
+            xml = domain_xml(spec);
+            write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
+            dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        }
         if (!dom) SVM_THROW(libvirt_last_error());
     } catch (const Error& e) {
         return fail("the guest on " + p.node + " could not be started: " + e.chain());
@@ -391,6 +419,9 @@ int run_keeper(const KeeperOptions& o) {
         json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0));
         json_object_set_new(timing.get(), "memory_mib", json_integer(spec.memory_mib));
         json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
+        json_object_set_new(timing.get(), "memory_backing", json_string(backing.c_str()));
+        if (p.irq_profile != "default" && !p.vf_link_layer.empty())
+            json_object_set_new(timing.get(), "irq_profile", json_string(p.irq_profile.c_str()));
         write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
         write_guest_state(p, "ready");
         log::info("guest ready in " + std::to_string(t_ready - t0) + " ms");

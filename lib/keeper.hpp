@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "domain_xml.hpp"
 #include "job_plan.hpp"
+#include "sysfs.hpp"
 
 namespace svm {
 
@@ -38,6 +39,13 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
 // overhead) and builds its domain description. Throws a one-sentence error
 // when the job's memory is too small.
 DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes);
+
+// Backs the guest's memory as the plan's hugepage policy and the node allow
+// (hugepages.hpp): sets d.hugepage_kib and rounds d.memory_mib down to whole
+// hugepages, or leaves normal pages. Returns one line for the log and
+// guest.json; throws one sentence naming the node and what it lacks when the
+// policy is "required" and the node cannot.
+std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root);
 
 // Runs the keeper until the guest stops or SIGTERM; returns the exit status.
 int run_keeper(const KeeperOptions& o);

@@ -2,8 +2,12 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "error.hpp"
 #include "fs.hpp"
+#include "irq_profile.hpp"
 #include "proc.hpp"
 
 namespace svm {
@@ -22,6 +26,68 @@ std::string seed_network_config(const JobPlan& p) {
     std::string s = "version: 2\nethernets:\n  job0:\n    match:\n      macaddress: \"" + p.mac + "\"\n";
     s += "    addresses: [\"" + p.ip + "/" + std::to_string(p.prefix_len) + "\"]\n";
     if (!p.gateway.empty()) s += "    gateway4: \"" + p.gateway + "\"\n";
+    return s;
+}
+
+std::string seed_irq_script(const JobPlan& p) {
+    const IrqProfile* prof = find_irq_profile(p.irq_profile);
+    if (!prof) SVM_THROW("unknown interrupt moderation profile \"" + p.irq_profile + "\" in the plan");
+    if (prof->settings.empty() || p.vf_link_layer.empty()) return "";
+    auto q = shell_quote;
+    auto lower = [](std::string v) {
+        std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        return v;
+    };
+    // What the VF's interface shows in /sys/class/net/*/address: its MAC, or
+    // (IPoIB) 20 bytes ending with the port GUID. Used as an unquoted case
+    // pattern, so only hex digits and colons pass.
+    std::string pattern;
+    if (p.vf_link_layer == "infiniband" && !p.vf_port_guid.empty()) pattern = "*" + lower(p.vf_port_guid);
+    else if (!p.vf_mac.empty()) pattern = lower(p.vf_mac);
+    if (pattern.find_first_not_of("0123456789abcdef:*") != std::string::npos) pattern.clear();
+    std::string args;
+    for (const auto& [k, v] : prof->settings) args += " " + k + " " + v;
+    std::string tag = "interrupt moderation profile " + prof->name;
+    std::string s;
+    s += "# The VF's interrupt moderation: profile " + prof->name + " (ethtool -C" + args + ").\n";
+    s += "svm_irq() {\n";
+    s += "  command -v ethtool >/dev/null 2>&1 || { log " + q(tag + " not applied: ethtool is not installed in the image") +
+         "; return 0; }\n";
+    s += "  devs=\"\"\n";
+    if (!pattern.empty()) {
+        // The VF's driver may still be probing: wait for it (10 s at most).
+        s += "  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n";
+        s += "    for d in /sys/class/net/*; do\n";
+        s += "      case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") devs=\"$devs ${d##*/}\" ;; esac\n";
+        s += "    done\n";
+        s += "    [ -n \"$devs\" ] && break; sleep 0.5\n";
+        s += "  done\n";
+    }
+    // Else: every NIC with a driver that is not virtio's (the job's network is virtio).
+    s += "  if [ -z \"$devs\" ]; then\n";
+    s += "    for d in /sys/class/net/*; do\n";
+    s += "      [ -e \"$d/device/driver\" ] || continue\n";
+    s += "      drv=$(readlink \"$d/device/driver\"); [ \"${drv##*/}\" = virtio_net ] && continue\n";
+    s += "      devs=\"$devs ${d##*/}\"\n";
+    s += "    done\n";
+    s += "  fi\n";
+    s += "  [ -n \"$devs\" ] || { log " + q(tag + " not applied: no network interface of the VF found") + "; return 0; }\n";
+    s += "  for dev in $devs; do\n";
+    s += "    if out=$(ethtool -C \"$dev\"" + args + " 2>&1); then\n";
+    s += "      log \"" + tag + " applied to $dev\"\n";
+    s += "      continue\n";
+    s += "    fi\n";
+    // Drivers differ in what they accept: take what they do, say what they refused.
+    s += "    ok=\"\"; no=\"\"\n";
+    s += "    set --" + args + "\n";
+    s += "    while [ $# -ge 2 ]; do\n";
+    s += "      if ethtool -C \"$dev\" \"$1\" \"$2\" >/dev/null 2>&1; then ok=\"$ok $1 $2\"; else no=\"$no $1 $2\"; fi\n";
+    s += "      shift 2\n";
+    s += "    done\n";
+    s += "    log \"" + tag + " on $dev: the driver refused$no (ethtool: $(echo \"$out\" | head -n 1))${ok:+; applied$ok}\"\n";
+    s += "  done\n";
+    s += "}\n";
+    s += "svm_irq\n";
     return s;
 }
 
@@ -86,6 +152,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
         s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
         if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
     }
+    s += seed_irq_script(p);
     if (!p.shares.empty()) s += "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
     for (size_t i = 0; i < p.shares.size(); ++i) {
         s += "mkdir -p " + q(p.shares[i]) + " && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none svmshare" +

@@ -19,6 +19,13 @@ struct SeedKeys {
 std::string seed_meta_data(const JobPlan& p);
 std::string seed_network_config(const JobPlan& p);
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k);
+// The part of user-data that applies the plan's interrupt moderation profile
+// to the VF's network interface(s) with `ethtool -C` ("" when the profile is
+// "default" or the guest has no VF). The interfaces are found by the VF's MAC
+// (Ethernet) or port GUID (IPoIB), else every NIC not driven by virtio_net;
+// a missing ethtool, a missing interface or a refused setting is one line on
+// the console, never a failed boot.
+std::string seed_irq_script(const JobPlan& p);
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);

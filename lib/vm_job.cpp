@@ -15,7 +15,9 @@
 #include "fs.hpp"
 #include "guest_net.hpp"
 #include "hostlist.hpp"
+#include "hugepages.hpp"
 #include "image_check.hpp"
+#include "irq_profile.hpp"
 #include "ledger.hpp"
 #include "libvirt_session.hpp"
 #include "proc.hpp"
@@ -138,6 +140,7 @@ JobRequest job_request_from_env(char** envp) {
     r.kernel = env_get(envp, "SPANK_SLURM_VM_KERNEL");
     r.initrd = env_get(envp, "SPANK_SLURM_VM_INITRD");
     r.cmdline = env_get(envp, "SPANK_SLURM_VM_CMDLINE");
+    r.irq_profile = env_get(envp, "SPANK_SLURM_VM_IRQ_PROFILE");
     std::string gpus = env_get(envp, "SLURM_JOB_GPUS");
     size_t pos = 0;
     while (!gpus.empty() && pos <= gpus.size()) {
@@ -303,6 +306,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             if (!req.initrd.empty()) check_boot_file_as_user(req.initrd, who, "initrd");
             if (!req.initrd.empty() && req.kernel.empty())
                 SVM_THROW("--vm-initrd needs --vm-kernel as well");
+            if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
         } catch (const Error& e) {
             auto failures = teardown_job(cfg, req.job_id);
             (void)failures;
@@ -315,6 +319,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.kernel = req.kernel;
         p.initrd = req.initrd;
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
+        p.irq_profile = req.irq_profile.empty() ? cfg.irq_profile : req.irq_profile;
 
         // 2. Where this guest sits among the job's guests, and its address.
         p.hostname = req.node + "-vm";
@@ -395,13 +400,40 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
                     ledger.record(kind, Json(json_deep_copy(d)));
                 });
-                for (const auto& a : pd.hostdevs) p.hostdevs.push_back(a.str());
+                // Each function with its role and NUMA node: the guest's PCIe
+                // layout puts a node's GPUs and VF behind one switch.
+                for (const auto& a : pd.hostdevs) {
+                    HostdevSpec h{a.str(), "", -1};
+                    for (const auto& d : plan.devices)
+                        if (d.address == a) h = {a.str(), d.role, d.numa_node};
+                    if (pd.vf && pd.vf->vf == a) h = {a.str(), "vf", pd.vf->numa_node};
+                    p.hostdevs.push_back(h);
+                }
+                if (pd.vf) {
+                    p.vf_link_layer = pd.vf->link_layer;
+                    p.vf_mac = pd.vf->mac;
+                    p.vf_port_guid = pd.vf->port_guid;
+                }
                 p.numa_node = pd.numa_node.value_or(-1);
                 p.device_cpus = pd.cpus;
                 Json acct(json_object());
                 json_object_set_new(acct.get(), "plan", plan.to_json().release());
                 if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
                 p.devices_json = json_dump(acct.get());
+            }
+        }
+
+        // 3c. Hugepages: the keeper decides with the guest's size; a node that
+        // "requires" them but has none set up fails here (the node's fault).
+        p.hugepages = cfg.hugepages;
+        if (cfg.hugepages != "off") {
+            SysfsRoot root(cfg.sysfs_root);
+            p.hugepage_size_kib = cfg.hugepage_size_kib > 0 ? cfg.hugepage_size_kib : default_hugepage_kib(root);
+            if (cfg.hugepages == "required") {
+                std::string problem = hugepage_setup_problem(root, p.hugepage_size_kib, p.numa_node);
+                if (!problem.empty())
+                    SVM_THROW("node " + req.node + " requires hugepages for guests (\"hugepages\": \"required\" in " +
+                              cfg.path + ") but " + problem);
             }
         }
 

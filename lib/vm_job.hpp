@@ -23,6 +23,7 @@ struct JobRequest {
     std::string node;
     std::string nodelist;
     std::string image, kernel, initrd, cmdline;  // SPANK_SLURM_VM_*
+    std::string irq_profile;                     // SPANK_SLURM_VM_IRQ_PROFILE ("" = the node's)
     std::vector<int> gpus;  // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
 };
 

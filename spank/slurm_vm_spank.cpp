@@ -3,8 +3,8 @@
 // returns an error code; the logic lives in lib/.
 //
 //   sbatch/salloc/srun (local, allocator): --vm-image, --vm-kernel, --vm-initrd,
-//     --vm-cmdline (and their SLURM_VM_* twins); the image is checked as the
-//     submitting user and handed to the prolog through the job control
+//     --vm-cmdline, --vm-irq-profile (and their SLURM_VM_* twins); the image is
+//     checked as the submitting user and handed to the prolog through the job control
 //     environment (SPANK_SLURM_VM_IMAGE, ...).
 //   slurmstepd, extern step (remote): starts the keeper, which runs the guest
 //     inside the job's cgroups.
@@ -28,6 +28,7 @@ extern "C" {
 #include "error.hpp"
 #include "fs.hpp"
 #include "image_check.hpp"
+#include "irq_profile.hpp"
 #include "job_plan.hpp"
 
 // SPANK_PLUGIN defines const arrays, which C++ gives internal linkage unless
@@ -43,7 +44,7 @@ SPANK_PLUGIN(slurm-vm, 1)
 namespace {
 
 struct Options {
-    std::string image, kernel, initrd, cmdline;
+    std::string image, kernel, initrd, cmdline, irq_profile;
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
 } g_opt;
 
@@ -60,6 +61,7 @@ int opt_image(int, const char* a, int) { return set_opt(g_opt.image, a, "vm-imag
 int opt_kernel(int, const char* a, int) { return set_opt(g_opt.kernel, a, "vm-kernel"); }
 int opt_initrd(int, const char* a, int) { return set_opt(g_opt.initrd, a, "vm-initrd"); }
 int opt_cmdline(int, const char* a, int) { return set_opt(g_opt.cmdline, a, "vm-cmdline"); }
+int opt_irq_profile(int, const char* a, int) { return set_opt(g_opt.irq_profile, a, "vm-irq-profile"); }
 
 struct spank_option k_options[] = {
     {const_cast<char*>("vm-image"), const_cast<char*>("PATH"),
@@ -73,6 +75,10 @@ struct spank_option k_options[] = {
      const_cast<char*>("Initrd for --vm-kernel (env: SLURM_VM_INITRD)."), 1, 0, opt_initrd},
     {const_cast<char*>("vm-cmdline"), const_cast<char*>("ARGS"),
      const_cast<char*>("Kernel command line for --vm-kernel (env: SLURM_VM_CMDLINE)."), 1, 0, opt_cmdline},
+    {const_cast<char*>("vm-irq-profile"), const_cast<char*>("NAME"),
+     const_cast<char*>("Interrupt moderation of the VM's InfiniBand/Ethernet VF: latency, throughput or default "
+                       "(the driver's; env: SLURM_VM_IRQ_PROFILE; the node's irq_profile when not given)."),
+     1, 0, opt_irq_profile},
     SPANK_OPTIONS_TABLE_END};
 
 int parse_args(int ac, char** av) noexcept {
@@ -125,14 +131,19 @@ int submit_side(spank_t sp) {
     from_env(g_opt.kernel, "SLURM_VM_KERNEL");
     from_env(g_opt.initrd, "SLURM_VM_INITRD");
     from_env(g_opt.cmdline, "SLURM_VM_CMDLINE");
+    // A profile in the environment is a preference (it may be set for every
+    // job); only the option itself asks for a VM.
+    bool irq_option = !g_opt.irq_profile.empty();
+    from_env(g_opt.irq_profile, "SLURM_VM_IRQ_PROFILE");
     if (g_opt.image.empty()) {
-        if (!g_opt.kernel.empty() || !g_opt.initrd.empty() || !g_opt.cmdline.empty()) {
-            slurm_error("slurm-vm: --vm-kernel, --vm-initrd and --vm-cmdline need --vm-image");
+        if (!g_opt.kernel.empty() || !g_opt.initrd.empty() || !g_opt.cmdline.empty() || irq_option) {
+            slurm_error("slurm-vm: --vm-kernel, --vm-initrd, --vm-cmdline and --vm-irq-profile need --vm-image");
             return -1;
         }
         return 0;
     }
     try {
+        if (!g_opt.irq_profile.empty()) svm::require_irq_profile(g_opt.irq_profile, "--vm-irq-profile");
         g_opt.image = absolute(g_opt.image);
         g_opt.kernel = absolute(g_opt.kernel);
         g_opt.initrd = absolute(g_opt.initrd);
@@ -153,7 +164,8 @@ int submit_side(spank_t sp) {
     } vars[] = {{"SLURM_VM_IMAGE", g_opt.image},
                 {"SLURM_VM_KERNEL", g_opt.kernel},
                 {"SLURM_VM_INITRD", g_opt.initrd},
-                {"SLURM_VM_CMDLINE", g_opt.cmdline}};
+                {"SLURM_VM_CMDLINE", g_opt.cmdline},
+                {"SLURM_VM_IRQ_PROFILE", g_opt.irq_profile}};
     for (auto& v : vars) {
         if (v.value.empty()) continue;
         if (spank_job_control_setenv(sp, v.name, v.value.c_str(), 1) != ESPANK_SUCCESS) {

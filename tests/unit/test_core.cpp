@@ -286,7 +286,7 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
     s.overlay = "/run/o.qcow2";
     s.base = "/img.raw";
     s.base_format = "raw";
-    s.hostdevs = {"0000:3b:00.0", "0000:3b:00.1", "0000:5e:00.3"};
+    s.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:3b:00.1", "companion", 1}, {"0000:5e:00.3", "vf", 1}};
     s.numa_node = 1;
     std::string x = svm::domain_xml(s);
     CHECK(x.find("<memory mode='strict' nodeset='1'/>") != std::string::npos);
@@ -298,7 +298,7 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
     auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
     INFO(r.out << r.err);
     CHECK(r.status == 0);
-    s.hostdevs = {"nonsense"};
+    s.hostdevs = {{"nonsense", "gpu", 1}};
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
     svm::remove_tree(d);
 }

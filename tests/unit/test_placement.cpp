@@ -1,0 +1,449 @@
+// Unit tests for the guest's placement (issue 3): hugepage-backed memory, the
+// PCIe layout that puts a NUMA node's GPUs and VF behind one guest switch,
+// and the VF's interrupt moderation profile.
+#include <unistd.h>
+
+#include <functional>
+
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+#include "domain_xml.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "hugepages.hpp"
+#include "irq_profile.hpp"
+#include "job_plan.hpp"
+#include "keeper.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+#include "vm_job.hpp"
+
+extern char** environ;
+
+namespace {
+
+std::string tempdir() {
+    char t[] = "/tmp/svm-place-XXXXXX";
+    REQUIRE(mkdtemp(t));
+    return t;
+}
+
+// A node's hugepage state under a temporary root: pools per NUMA node and
+// system-wide, /proc/meminfo's default size, /proc/mounts.
+struct HugeTree {
+    std::string root = tempdir();
+    ~HugeTree() { svm::remove_tree(root); }
+    void pool(int node, int64_t kib, int64_t nr, int64_t free) {
+        std::string dir = node >= 0 ? "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages"
+                                    : "/sys/kernel/mm/hugepages";
+        dir = root + dir + "/hugepages-" + std::to_string(kib) + "kB";
+        svm::mkdir_p(dir, 0755);
+        svm::write_file_atomic(dir + "/nr_hugepages", std::to_string(nr) + "\n");
+        svm::write_file_atomic(dir + "/free_hugepages", std::to_string(free) + "\n");
+    }
+    void proc(const std::string& name, const std::string& text) {
+        svm::mkdir_p(root + "/proc", 0755);
+        svm::write_file_atomic(root + "/proc/" + name, text);
+    }
+};
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const svm::Error& e) {
+        return e.reason();
+    }
+    return "";
+}
+
+bool validates(const std::string& xml) {
+    std::string d = tempdir();
+    svm::write_file_atomic(d + "/d.xml", xml);
+    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
+    svm::remove_tree(d);
+    INFO(r.out << r.err);
+    return r.status == 0;
+}
+
+svm::DomainSpec base_spec() {
+    svm::DomainSpec s;
+    s.name = "slurm-vm-7-n1";
+    s.type = "kvm";
+    s.memory_mib = 4096;
+    s.host_cpus = {8, 9};
+    s.overlay = "/run/slurm-vm/job_7/overlay.qcow2";
+    s.base = "/img.raw";
+    s.base_format = "raw";
+    s.seed = "/run/slurm-vm/job_7/seed.iso";
+    return s;
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+}
+
+}  // namespace
+
+// --- Hugepages ---------------------------------------------------------------
+
+TEST_CASE("hugepages: the free pages of the guest's NUMA node decide and memory is whole pages", "[placement]") {
+    HugeTree t;
+    svm::SysfsRoot root(t.root);
+    t.proc("meminfo", "MemTotal:       65536000 kB\nHugepagesize:       2048 kB\n");
+    t.proc("mounts", "proc /proc proc rw 0 0\nhugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n");
+    t.pool(0, 2048, 4096, 4096);
+    t.pool(1, 2048, 2048, 1000);
+    t.pool(-1, 2048, 6144, 5096);
+    CHECK(svm::default_hugepage_kib(root) == 2048);
+    CHECK(svm::hugetlbfs_mounted(root, 2048));
+    CHECK_FALSE(svm::hugetlbfs_mounted(root, 1048576));
+
+    // Enough on node 0: 3001 MiB rounds down to 1500 pages of 2 MiB.
+    auto b = svm::choose_memory_backing(root, "auto", 0, 0, 3001);
+    CHECK(b.page_kib == 2048);
+    CHECK(b.pages == 1500);
+    CHECK(b.memory_mib == 3000);
+    CHECK_THAT(b.note, Catch::Contains("1500 pages of 2048 KiB on NUMA node 0") &&
+                           Catch::Contains("rounded down from 3001 MiB"));
+
+    // Node 1 has 1000 free pages (2000 MiB): auto falls back and says why.
+    b = svm::choose_memory_backing(root, "auto", 0, 1, 3000);
+    CHECK(b.page_kib == 0);
+    CHECK(b.memory_mib == 3000);
+    CHECK(b.note == "normal pages: NUMA node 1 has 1000 free 2048 KiB hugepages and the guest needs 1500 (3000 MiB)");
+    // ... and required refuses with the same facts.
+    CHECK(error_of([&] { svm::choose_memory_backing(root, "required", 0, 1, 3000); }) ==
+          "hugepages are required by the node configuration, but NUMA node 1 has 1000 free 2048 KiB hugepages and "
+          "the guest needs 1500 (3000 MiB)");
+
+    // Not bound to a NUMA node: the system-wide pool.
+    b = svm::choose_memory_backing(root, "required", 0, -1, 4096);
+    CHECK(b.page_kib == 2048);
+    CHECK(b.pages == 2048);
+
+    // Off: never looks.
+    b = svm::choose_memory_backing(root, "off", 0, 0, 3001);
+    CHECK(b.page_kib == 0);
+    CHECK(b.memory_mib == 3001);
+
+    // 1 GiB pages: none offered, then offered but not mounted, then mounted.
+    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+               Catch::Contains("the kernel offers no 1 GiB hugepages on NUMA node 0"));
+    t.pool(0, 1048576, 0, 0);
+    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+               Catch::Contains("no 1 GiB hugepages are reserved on NUMA node 0"));
+    t.pool(0, 1048576, 16, 16);
+    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+               Catch::Contains("no hugetlbfs with 1 GiB pages is mounted"));
+    t.proc("mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
+                     "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1G 0 0\n");
+    CHECK(svm::hugetlbfs_mounted(root, 2048));  // no pagesize=: the default size
+    b = svm::choose_memory_backing(root, "required", 1048576, 0, 9000);
+    CHECK(b.page_kib == 1048576);
+    CHECK(b.pages == 8);
+    CHECK(b.memory_mib == 8192);
+    // Less than one page.
+    CHECK(svm::choose_memory_backing(root, "auto", 1048576, 0, 512).note ==
+          "normal pages: the guest's 512 MiB is less than one 1 GiB hugepage");
+    CHECK_THROWS_AS(svm::choose_memory_backing(root, "sometimes", 0, 0, 512), svm::Error);
+}
+
+TEST_CASE("hugepages: a bare node without pools or mounts runs auto guests on normal pages", "[placement]") {
+    HugeTree t;
+    svm::SysfsRoot root(t.root);
+    CHECK(svm::default_hugepage_kib(root) == 2048);  // no meminfo
+    auto b = svm::choose_memory_backing(root, "auto", 0, 1, 1024);
+    CHECK(b.page_kib == 0);
+    CHECK_THAT(b.note, Catch::StartsWith("normal pages: the kernel offers no 2048 KiB hugepages on NUMA node 1"));
+    CHECK_FALSE(svm::hugepage_setup_problem(root, 2048, -1).empty());
+}
+
+TEST_CASE("keeper: the guest's memory backing follows the plan and refusals name the node", "[placement]") {
+    HugeTree t;
+    svm::SysfsRoot root(t.root);
+    t.proc("mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,pagesize=2M 0 0\n");
+    t.pool(1, 2048, 1024, 1024);
+    svm::JobPlan p;
+    p.node = "n1";
+    p.numa_node = 1;
+    p.hugepages = "required";
+    p.hugepage_size_kib = 2048;
+    svm::DomainSpec d = base_spec();
+    d.memory_mib = 1025;
+    std::string note = svm::back_guest_memory(d, p, root);
+    CHECK(d.hugepage_kib == 2048);
+    CHECK(d.memory_mib == 1024);
+    CHECK_THAT(note, Catch::StartsWith("hugepages: 512 pages"));
+    std::string x = svm::domain_xml(d);
+    CHECK(x.find("  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n    </hugepages>\n"
+                 "  </memoryBacking>\n") != std::string::npos);
+    CHECK(x.find("<memory unit='MiB'>1024</memory>") != std::string::npos);
+    CHECK(validates(x));
+
+    d = base_spec();
+    d.memory_mib = 4096;  // 2048 pages, 1024 free
+    CHECK(error_of([&] { svm::back_guest_memory(d, p, root); }) ==
+          "node n1 cannot start the job's guest: hugepages are required by the node configuration, but NUMA node 1 "
+          "has 1024 free 2048 KiB hugepages and the guest needs 2048 (4096 MiB) (a problem of the node, not of the "
+          "job)");
+    p.hugepages = "auto";
+    CHECK(svm::back_guest_memory(d, p, root).rfind("normal pages: NUMA node 1 has 1024 free", 0) == 0);
+    CHECK(d.hugepage_kib == 0);
+    CHECK(d.memory_mib == 4096);
+    CHECK(svm::domain_xml(d).find("memoryBacking") == std::string::npos);
+
+    // domain_xml refuses memory that is not whole pages.
+    d.hugepage_kib = 1048576;
+    d.memory_mib = 1536;
+    CHECK_THROWS_AS(svm::domain_xml(d), svm::Error);
+}
+
+// --- PCIe layout ---------------------------------------------------------------
+
+TEST_CASE("guests without passthrough devices keep the pc machine and no PCIe controllers", "[placement]") {
+    std::string x = svm::domain_xml(base_spec());
+    CHECK(x.find("machine='pc'") != std::string::npos);
+    CHECK(x.find("<controller") == std::string::npos);
+    CHECK(x.find("<hostdev") == std::string::npos);
+    CHECK(x.find("memoryBacking") == std::string::npos);
+}
+
+TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe switch (golden)", "[placement]") {
+    svm::DomainSpec s = base_spec();
+    s.numa_node = 1;
+    s.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:3b:00.1", "companion", 1}, {"0000:5e:00.3", "vf", 1}};
+    std::string x = svm::domain_xml(s);
+    CHECK(x.find("<type arch='x86_64' machine='q35'>hvm</type>") != std::string::npos);
+    const char* golden =
+        "    <controller type='pci' index='1' model='pcie-root-port'/>\n"
+        "    <controller type='pci' index='2' model='pcie-switch-upstream-port'>\n"
+        "      <address type='pci' domain='0x0000' bus='0x01' slot='0x00' function='0x0'/>\n"
+        "    </controller>\n"
+        "    <controller type='pci' index='3' model='pcie-switch-downstream-port'>\n"
+        "      <address type='pci' domain='0x0000' bus='0x02' slot='0x00' function='0x0'/>\n"
+        "    </controller>\n"
+        "    <controller type='pci' index='4' model='pcie-switch-downstream-port'>\n"
+        "      <address type='pci' domain='0x0000' bus='0x02' slot='0x01' function='0x0'/>\n"
+        "    </controller>\n"
+        "    <hostdev mode='subsystem' type='pci' managed='no'>\n"
+        "      <driver name='vfio'/>\n"
+        "      <source><address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/></source>\n"
+        "      <address type='pci' domain='0x0000' bus='0x03' slot='0x00' function='0x0' multifunction='on'/>\n"
+        "    </hostdev>\n"
+        "    <hostdev mode='subsystem' type='pci' managed='no'>\n"
+        "      <driver name='vfio'/>\n"
+        "      <source><address domain='0x0000' bus='0x3b' slot='0x00' function='0x1'/></source>\n"
+        "      <address type='pci' domain='0x0000' bus='0x03' slot='0x00' function='0x1'/>\n"
+        "    </hostdev>\n"
+        "    <hostdev mode='subsystem' type='pci' managed='no'>\n"
+        "      <driver name='vfio'/>\n"
+        "      <source><address domain='0x0000' bus='0x5e' slot='0x00' function='0x3'/></source>\n"
+        "      <address type='pci' domain='0x0000' bus='0x04' slot='0x00' function='0x0'/>\n"
+        "    </hostdev>\n"
+        "    <memballoon model='none'/>\n";
+    INFO(x);
+    CHECK(x.find(golden) != std::string::npos);
+    CHECK(validates(x));
+}
+
+TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host order", "[placement]") {
+    svm::DomainSpec s = base_spec();
+    // Out of order on purpose: the companion before its GPU, node 1 before node 0.
+    s.hostdevs = {{"0000:d8:00.1", "companion", 1}, {"0000:d8:00.0", "gpu", 1}, {"0000:3b:00.0", "gpu", 0},
+                  {"0000:86:00.0", "gpu", 1},       {"0000:3c:01.2", "vf", 0}};
+    std::string x = svm::domain_xml(s);
+    INFO(x);
+    CHECK(count(x, "model='pcie-root-port'") == 2);
+    CHECK(count(x, "model='pcie-switch-upstream-port'") == 2);
+    CHECK(count(x, "model='pcie-switch-downstream-port'") == 4);
+    // Node 0 first: root 1, upstream 2, downstream 3 (GPU 3b) and 4 (VF);
+    // node 1: root 5, upstream 6, downstream 7 (d8, two functions) and 8 (86).
+    CHECK(x.find("<controller type='pci' index='6' model='pcie-switch-upstream-port'>\n"
+                 "      <address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>") != std::string::npos);
+    CHECK(x.find("bus='0x3c' slot='0x01' function='0x2'/></source>\n"
+                 "      <address type='pci' domain='0x0000' bus='0x04' slot='0x00' function='0x0'/>") != std::string::npos);
+    CHECK(x.find("bus='0xd8' slot='0x00' function='0x0'/></source>\n"
+                 "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x0' multifunction='on'/>") !=
+          std::string::npos);
+    CHECK(x.find("bus='0xd8' slot='0x00' function='0x1'/></source>\n"
+                 "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x1'/>") != std::string::npos);
+    CHECK(x.find("bus='0x86' slot='0x00' function='0x0'/></source>\n"
+                 "      <address type='pci' domain='0x0000' bus='0x08' slot='0x00' function='0x0'/>") != std::string::npos);
+    CHECK(validates(x));
+    // Hugepages and the PCIe layout together still validate.
+    s.hugepage_kib = 2048;
+    CHECK(validates(svm::domain_xml(s)));
+
+    s.hostdevs = {{"0000:3b:00.0", "gpu", 0}, {"0000:3b:00.0", "gpu", 0}};
+    CHECK_THAT(error_of([&] { svm::domain_xml(s); }), Catch::Contains("given twice"));
+    s.hostdevs = {{"0000:3b:00.9", "gpu", 0}};
+    CHECK_THAT(error_of([&] { svm::domain_xml(s); }), Catch::Contains("bad PCI address 0000:3b:00.9"));
+}
+
+TEST_CASE("plan keeps each passed-through function's role and NUMA node and reads older plans", "[placement]") {
+    svm::JobPlan p;
+    p.job_id = 9;
+    p.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:5e:00.3", "vf", 1}};
+    p.vf_link_layer = "infiniband";
+    p.vf_port_guid = "02:00:00:00:12:34:00:01";
+    p.irq_profile = "latency";
+    p.hugepages = "auto";
+    p.hugepage_size_kib = 2048;
+    auto q = svm::JobPlan::from_json(p.to_json(), "plan");
+    CHECK(q.to_json() == p.to_json());
+    REQUIRE(q.hostdevs.size() == 2);
+    CHECK(q.hostdevs[1].role == "vf");
+    CHECK(q.hostdevs[1].numa_node == 1);
+    CHECK(q.irq_profile == "latency");
+    auto old = svm::JobPlan::from_json(R"({"job_id": 9, "hostdevs": ["0000:3b:00.0"]})", "old plan");
+    REQUIRE(old.hostdevs.size() == 1);
+    CHECK(old.hostdevs[0].address == "0000:3b:00.0");
+    CHECK(old.hostdevs[0].numa_node == -1);
+    CHECK(old.irq_profile == "default");
+    CHECK(old.hugepages == "off");
+}
+
+// --- Interrupt moderation profiles ----------------------------------------------
+
+TEST_CASE("irq profiles follow the seed and unknown names are refused with the valid ones", "[placement]") {
+    CHECK(svm::irq_profile_names() == "default, latency, throughput");
+    REQUIRE(svm::find_irq_profile("latency"));
+    CHECK(svm::find_irq_profile("latency")->settings ==
+          std::vector<std::pair<std::string, std::string>>{{"adaptive-rx", "off"}, {"rx-usecs", "0"}, {"rx-frames", "1"}});
+    CHECK(svm::find_irq_profile("throughput")->settings ==
+          std::vector<std::pair<std::string, std::string>>{
+              {"adaptive-rx", "on"}, {"rx-usecs-low", "40"}, {"rx-usecs-high", "1000"}, {"rx-frames", "88"}});
+    CHECK(svm::find_irq_profile("default")->settings.empty());
+    CHECK(svm::find_irq_profile("fast") == nullptr);
+    CHECK(error_of([] { svm::require_irq_profile("fast", "--vm-irq-profile"); }) ==
+          "--vm-irq-profile \"fast\" is not an interrupt moderation profile; valid profiles: default, latency, "
+          "throughput");
+
+    char* env[] = {const_cast<char*>("SLURM_JOB_ID=5"), const_cast<char*>("SLURM_JOB_UID=0"),
+                   const_cast<char*>("SPANK_SLURM_VM_IRQ_PROFILE=latency"), nullptr};
+    CHECK(svm::job_request_from_env(env).irq_profile == "latency");
+}
+
+TEST_CASE("configuration: hugepages and hugepage_size_kib and irq_profile", "[placement]") {
+    auto c = svm::parse_config("{}", "n", "x");
+    CHECK(c.hugepages == "auto");
+    CHECK(c.hugepage_size_kib == 0);
+    CHECK(c.irq_profile == "default");
+    c = svm::parse_config(R"({"hugepages": "required", "hugepage_size_kib": 1048576, "irq_profile": "throughput"})", "n",
+                          "x");
+    CHECK(c.hugepages == "required");
+    CHECK(c.hugepage_size_kib == 1048576);
+    CHECK(c.irq_profile == "throughput");
+    CHECK_THAT(error_of([] { svm::parse_config(R"({"hugepages": "yes"})", "n", "x"); }),
+               Catch::Contains("\"hugepages\" must be \"off\", \"auto\" or \"required\""));
+    CHECK_THROWS_AS(svm::parse_config(R"({"hugepage_size_kib": 3000})", "n", "x"), svm::Error);
+    CHECK_THAT(error_of([] { svm::parse_config(R"({"irq_profile": "fast"})", "n", "x"); }),
+               Catch::Contains("valid profiles: default, latency, throughput"));
+}
+
+TEST_CASE("the node configuration example and the new keys agree with etc/slurm-vm.schema.json", "[placement]") {
+    svm::RunOptions env;
+    for (char** e = environ; *e; ++e) env.env.emplace_back(*e);
+    if (!svm::run({"/bin/sh", "-c", "python3 -c 'import jsonschema'"}, env).ok()) {
+        WARN("python3-jsonschema not installed: schema not checked");
+        return;
+    }
+    std::string script =
+        "import json, sys, jsonschema\n"
+        "schema = json.load(open(sys.argv[1]))\n"
+        "jsonschema.Draft202012Validator.check_schema(schema)\n"
+        "v = jsonschema.Draft202012Validator(schema)\n"
+        "good = [json.load(open(sys.argv[2])),\n"
+        "        {'hugepages': 'required', 'hugepage_size_kib': 1048576, 'irq_profile': 'latency'},\n"
+        "        {'hugepages': 'off', 'irq_profile': 'throughput'}]\n"
+        "bad = [{'hugepages': 'yes'}, {'irq_profile': 'fast'}, {'hugepage_size_kib': -1}]\n"
+        "errs = [d for d in good if list(v.iter_errors(d))] + [d for d in bad if not list(v.iter_errors(d))]\n"
+        "print(errs)\n"
+        "sys.exit(1 if errs else 0)\n";
+    auto r = svm::run({"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
+                       std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.schema.json",
+                       std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.json"},
+                      env);
+    INFO(r.out << r.err);
+    CHECK(r.ok());
+}
+
+namespace {
+svm::JobPlan vf_plan(const std::string& profile, const std::string& link_layer) {
+    svm::JobPlan p;
+    p.job_id = 42;
+    p.uid = p.gid = 2001;
+    p.user = p.group = "alice";
+    p.home = "/home/alice";
+    p.node = "node1";
+    p.hostname = "node1-vm";
+    p.irq_profile = profile;
+    p.vf_link_layer = link_layer;
+    p.vf_mac = "02:00:12:34:00:01";
+    p.vf_port_guid = "02:00:00:00:12:34:00:03";
+    p.hostdevs = {{"0000:5e:00.3", "vf", 0}};
+    return p;
+}
+}  // namespace
+
+TEST_CASE("seed: the VF's interrupt moderation is applied by user-data and never fatal", "[placement]") {
+    svm::SeedKeys k{"ssh-ed25519 AAAAuser c", "u\n", "h\n", "ssh-ed25519 AAAAhost c", "x\n"};
+    // default: the driver is left alone; no VF: nothing to tune.
+    CHECK(svm::seed_irq_script(vf_plan("default", "infiniband")).empty());
+    CHECK(svm::seed_irq_script(vf_plan("latency", "")).empty());
+    CHECK(svm::seed_user_data(vf_plan("default", "infiniband"), k).find("ethtool") == std::string::npos);
+
+    std::string ib = svm::seed_irq_script(vf_plan("latency", "infiniband"));
+    CHECK(ib.find("in *02:00:00:00:12:34:00:03) devs=") != std::string::npos);  // IPoIB: the port GUID ends the address
+    CHECK(ib.find("ethtool -C \"$dev\" adaptive-rx off rx-usecs 0 rx-frames 1 2>&1") != std::string::npos);
+    CHECK(ib.find("fail") == std::string::npos);
+    std::string eth = svm::seed_irq_script(vf_plan("throughput", "ethernet"));
+    CHECK(eth.find("in 02:00:12:34:00:01) devs=") != std::string::npos);
+    CHECK(eth.find("adaptive-rx on rx-usecs-low 40 rx-usecs-high 1000 rx-frames 88") != std::string::npos);
+    auto p = vf_plan("latency", "infiniband");
+    std::string ud = svm::seed_user_data(p, k);
+    CHECK(ud.find(ib) != std::string::npos);
+    CHECK(ud.find(ib) < ud.find(svm::ready_marker(p)));  // tuned before the guest says it is ready
+    CHECK(svm::run({"/bin/sh", "-n"}, {.stdin_data = ud}).status == 0);
+    p.irq_profile = "bogus";
+    CHECK_THROWS_AS(svm::seed_irq_script(p), svm::Error);
+}
+
+TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake ethtool", "[placement]") {
+    // The script's logic, run here with its paths moved into a temporary tree:
+    // an IPoIB interface found by its GUID, a driver that refuses adaptive-rx,
+    // then an image without ethtool.
+    std::string d = tempdir();
+    std::string net = d + "/sys/class/net";
+    svm::mkdir_p(net + "/eth0/device", 0755);
+    svm::write_file_atomic(net + "/eth0/address", "52:54:00:00:00:01\n");
+    svm::mkdir_p(net + "/ib0/device", 0755);
+    svm::write_file_atomic(net + "/ib0/address", "00:00:10:87:fe:80:00:00:00:00:00:00:02:00:00:00:12:34:00:03\n");
+    svm::mkdir_p(d + "/bin", 0755);
+    svm::write_file_atomic(d + "/bin/ethtool",
+                           "#!/bin/sh\necho \"$*\" >>" + d + "/calls\n"
+                           "case \"$*\" in *adaptive-rx*) echo 'netlink error: Operation not supported' >&2; exit 1;; esac\n",
+                           0755);
+    std::string script = svm::seed_irq_script(vf_plan("latency", "infiniband"));
+    for (auto pos = script.find("/sys/class/net"); pos != std::string::npos; pos = script.find("/sys/class/net", pos + net.size()))
+        script.replace(pos, 14, net);
+    std::string prelude = "log() { echo \"slurm-vm: $*\"; }\nPATH=" + d + "/bin:/usr/bin:/bin\n";
+    auto r = svm::run({"/bin/sh", "-c", prelude + script + "echo after"});
+    INFO(r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out ==
+          "slurm-vm: interrupt moderation profile latency on ib0: the driver refused adaptive-rx off (ethtool: netlink "
+          "error: Operation not supported); applied rx-usecs 0 rx-frames 1\nafter\n");
+    std::string calls;
+    svm::read_file_if_exists(d + "/calls", calls);
+    CHECK(calls ==
+          "-C ib0 adaptive-rx off rx-usecs 0 rx-frames 1\n-C ib0 adaptive-rx off\n-C ib0 rx-usecs 0\n-C ib0 rx-frames 1\n");
+    ::unlink((d + "/bin/ethtool").c_str());
+    r = svm::run({"/bin/sh", "-c", "log() { echo \"slurm-vm: $*\"; }\nPATH=" + d + "/bin\n" + script + "echo after"});
+    CHECK(r.out == "slurm-vm: interrupt moderation profile latency not applied: ethtool is not installed in the image\n"
+                   "after\n");
+    svm::remove_tree(d);
+}
