@@ -57,7 +57,8 @@ std::string hostdev_xml(const DomainSpec& s) {
     std::map<int, std::vector<Slot>> groups;  // host NUMA node (-1 = unknown) -> slots, in spec order
     for (const auto& h : s.hostdevs) {
         HostFunction f = parse_function(s.name, h.address);
-        auto& slots = groups[h.numa_node < 0 ? -1 : h.numa_node];
+        // A function whose node the host does not say joins the guest memory's node.
+        auto& slots = groups[h.numa_node >= 0 ? h.numa_node : s.numa_node >= 0 ? s.numa_node : -1];
         Slot* into = nullptr;
         for (auto& sl : slots)
             if (sl.key.dom == f.dom && sl.key.bus == f.bus && sl.key.slot == f.slot) into = &sl;

@@ -124,14 +124,18 @@ MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mo
     if (pages == 0) {
         problem = "the guest's " + std::to_string(memory_mib) + " MiB is less than one " + size + " hugepage";
     } else {
-        problem = hugepage_setup_problem(root, page_kib, numa_node);
-        if (problem.empty()) {
-            std::string pool = hugepage_pool_dir(root, page_kib, numa_node);
-            int64_t free_pages = read_count(root, pool + "/free_hugepages");
-            if (free_pages < pages)
-                problem = where(numa_node) + " has " + std::to_string(free_pages < 0 ? 0 : free_pages) + " free " +
-                          size + " hugepages and the guest needs " + std::to_string(pages) + " (" +
-                          std::to_string(pages * page_kib / 1024) + " MiB)";
+        try {
+            problem = hugepage_setup_problem(root, page_kib, numa_node);
+            if (problem.empty()) {
+                std::string pool = hugepage_pool_dir(root, page_kib, numa_node);
+                int64_t free_pages = read_count(root, pool + "/free_hugepages");
+                if (free_pages < pages)
+                    problem = where(numa_node) + " has " + std::to_string(free_pages < 0 ? 0 : free_pages) +
+                              " free " + size + " hugepages and the guest needs " + std::to_string(pages) + " (" +
+                              std::to_string(pages * page_kib / 1024) + " MiB)";
+            }
+        } catch (const Error& e) {  // an unreadable sysfs file: not counted, so not enough
+            problem = "the hugepage pool could not be read: " + e.reason();
         }
     }
     if (problem.empty()) {

@@ -209,6 +209,22 @@ void stop_recorded_process(const std::string& pid_file, const std::string& expec
     SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
 }
 
+void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDevices& pd) {
+    p.hostdevs.clear();
+    for (const auto& a : pd.hostdevs) {
+        HostdevSpec h{a.str(), "", -1};
+        for (const auto& d : plan.devices)
+            if (d.address == a) h = {a.str(), d.role, d.numa_node};
+        if (pd.vf && pd.vf->vf == a) h = {a.str(), "vf", pd.vf->numa_node};
+        p.hostdevs.push_back(h);
+    }
+    p.vf_link_layer = pd.vf ? pd.vf->link_layer : "";
+    p.vf_mac = pd.vf ? pd.vf->mac : "";
+    p.vf_port_guid = pd.vf ? pd.vf->port_guid : "";
+    p.numa_node = pd.numa_node.value_or(-1);
+    p.device_cpus = pd.cpus;
+}
+
 PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
     PrologResult result;
     if (req.image.empty()) return result;  // a plain job: nothing to do
@@ -400,22 +416,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
                     ledger.record(kind, Json(json_deep_copy(d)));
                 });
-                // Each function with its role and NUMA node: the guest's PCIe
-                // layout puts a node's GPUs and VF behind one switch.
-                for (const auto& a : pd.hostdevs) {
-                    HostdevSpec h{a.str(), "", -1};
-                    for (const auto& d : plan.devices)
-                        if (d.address == a) h = {a.str(), d.role, d.numa_node};
-                    if (pd.vf && pd.vf->vf == a) h = {a.str(), "vf", pd.vf->numa_node};
-                    p.hostdevs.push_back(h);
-                }
-                if (pd.vf) {
-                    p.vf_link_layer = pd.vf->link_layer;
-                    p.vf_mac = pd.vf->mac;
-                    p.vf_port_guid = pd.vf->port_guid;
-                }
-                p.numa_node = pd.numa_node.value_or(-1);
-                p.device_cpus = pd.cpus;
+                plan_devices_of_guest(p, plan, pd);
                 Json acct(json_object());
                 json_object_set_new(acct.get(), "plan", plan.to_json().release());
                 if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());

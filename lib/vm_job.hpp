@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "device_steps.hpp"
 #include "job_plan.hpp"
 
 namespace svm {
@@ -29,6 +30,12 @@ struct JobRequest {
 
 // Reads a JobRequest from a prolog/epilog environment.
 JobRequest job_request_from_env(char** envp);
+
+// The prepared devices into the plan: every function passed through with its
+// role ("gpu", "companion", "vf") and host NUMA node (the guest's PCIe layout
+// groups them by node), the VF's identity (for the guest's interrupt
+// moderation), the devices' NUMA node and CPUs.
+void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDevices& pd);
 
 enum class PrologStatus { not_a_vm_job, prepared, refused };
 

@@ -283,6 +283,54 @@ TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host o
     CHECK_THAT(error_of([&] { svm::domain_xml(s); }), Catch::Contains("bad PCI address 0000:3b:00.9"));
 }
 
+TEST_CASE("a function whose NUMA node is unknown joins the switch of the guest memory's node", "[placement]") {
+    svm::DomainSpec s = base_spec();
+    s.numa_node = 1;
+    s.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:5e:00.3", "vf", -1}};
+    std::string x = svm::domain_xml(s);
+    CHECK(count(x, "model='pcie-root-port'") == 1);
+    CHECK(count(x, "model='pcie-switch-downstream-port'") == 2);
+    s.numa_node = -1;  // nothing known at all: still one switch
+    s.hostdevs = {{"0000:3b:00.0", "gpu", -1}, {"0000:5e:00.3", "vf", -1}};
+    CHECK(count(svm::domain_xml(s), "model='pcie-root-port'") == 1);
+}
+
+TEST_CASE("the prepared devices go into the plan with their roles and the VF's identity", "[placement]") {
+    svm::DevicePlan plan;
+    svm::PlannedDevice gpu, audio;
+    gpu.address = svm::PciAddress::parse("0000:3b:00.0");
+    gpu.role = "gpu";
+    gpu.numa_node = 0;
+    audio.address = svm::PciAddress::parse("0000:3b:00.1");
+    audio.role = "companion";
+    audio.numa_node = 0;
+    plan.devices = {gpu, audio};
+    svm::PreparedDevices pd;
+    svm::VfAssignment vf;
+    vf.vf = svm::PciAddress::parse("0000:2b:00.2");
+    vf.numa_node = 0;
+    vf.link_layer = "infiniband";
+    vf.port_guid = "02:00:00:00:00:07:00:01";
+    vf.mac = "";
+    pd.hostdevs = {gpu.address, audio.address, vf.vf};
+    pd.vf = vf;
+    pd.numa_node = 0;
+    pd.cpus = "0-7";
+    svm::JobPlan p;
+    svm::plan_devices_of_guest(p, plan, pd);
+    REQUIRE(p.hostdevs.size() == 3);
+    CHECK(p.hostdevs[0].address == "0000:3b:00.0");
+    CHECK(p.hostdevs[0].role == "gpu");
+    CHECK(p.hostdevs[1].role == "companion");
+    CHECK(p.hostdevs[2].address == "0000:2b:00.2");
+    CHECK(p.hostdevs[2].role == "vf");
+    CHECK(p.hostdevs[2].numa_node == 0);
+    CHECK(p.vf_link_layer == "infiniband");
+    CHECK(p.vf_port_guid == "02:00:00:00:00:07:00:01");
+    CHECK(p.numa_node == 0);
+    CHECK(p.device_cpus == "0-7");
+}
+
 TEST_CASE("plan keeps each passed-through function's role and NUMA node and reads older plans", "[placement]") {
     svm::JobPlan p;
     p.job_id = 9;
