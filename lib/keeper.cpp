@@ -243,8 +243,10 @@ int run_keeper(const KeeperOptions& o) {
     struct sigaction sa {};
     sa.sa_handler = on_term;
     ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    // `scancel --signal=SIG` reaches every process of the job's steps, the
+    // extern step's keeper too: those are for the tasks (slurm-vm-exec
+    // carries them into the guest), not for us.
+    for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
 
     int host_netns = -1;  // the host's network namespace, once we leave it
     // The ready record's publisher: a failure stops it, waits, and then
