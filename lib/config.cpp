@@ -97,11 +97,12 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             c.max_image_virtual_size = static_cast<uint64_t>(*v) << 30;
         if (json_t* n = json_object_get(root.get(), "network")) {
             if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
-            reject_unknown(n, {"bridge", "netns", "prefix", "gateway"}, "network");
+            reject_unknown(n, {"bridge", "netns", "prefix", "gateway", "isolate_jobs"}, "network");
             c.network.bridge = json_get_string(n, "bridge").value_or("");
             c.network.netns = json_get_string(n, "netns").value_or("");
             c.network.prefix = json_get_string(n, "prefix").value_or("");
             c.network.gateway = json_get_string(n, "gateway").value_or("");
+            c.network.isolate_jobs = json_get_bool(n, "isolate_jobs").value_or(true);
             if (!c.network.bridge.empty() && c.network.prefix.empty())
                 SVM_THROW("\"network.prefix\" is required when \"network.bridge\" is set");
         }

@@ -15,6 +15,10 @@ struct NetworkConfig {
     std::string netns;     // network namespace holding the bridge; empty = the host's
     std::string prefix;    // IPv4 /16 the guests' addresses come from, e.g. "10.213.0.0/16"
     std::string gateway;   // optional default route for guests
+    // Filter what each guest sends into the bridge so that it reaches only
+    // its own job's guests (lib/guest_net.hpp, nftables). Off only for a
+    // bridge no other job's guests share.
+    bool isolate_jobs = true;
 };
 
 struct NodeConfig {

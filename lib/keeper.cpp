@@ -212,9 +212,7 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.cmdline = p.cmdline;
     d.bridge = p.bridge;
     {
-        char tap[16];
-        std::snprintf(tap, sizeof tap, "svm%xn%d", p.job_id, p.node_index);  // <= 15 chars (IFNAMSIZ)
-        d.tap = tap;
+        d.tap = guest_tap_name(p.job_id, p.node_index);  // the job's network filter matches it
     }
     d.mac = p.mac;
     d.console_log = p.console_log();

@@ -95,6 +95,19 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         stop_recorded_process(path_join(path, "keeper.pid"), "slurm-vm-keeper", 5000);
         remove_tree(path);
     };
+    m["net_filter"] = [](const json_t* d) {
+        // Undone after this node's lease is released (ledger order is
+        // reversed): when no lease of the job is left on this host, no guest
+        // of it is either. Of the job's nodes ending at once on one host, the
+        // last to release its lease finds none.
+        std::string lease_dir = json_get_string(d, "lease_dir").value_or("");
+        std::string owner = "job " + std::to_string(json_get_int(d, "job").value_or(0)) + " on ";
+        for (const auto& f : list_dir(lease_dir)) {
+            std::string holder;
+            if (read_file_if_exists(path_join(lease_dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
+        }
+        remove_job_filter(json_get_string(d, "netns").value_or(""), json_get_string(d, "table").value_or(""));
+    };
     m["ip_lease"] = [](const json_t* d) {
         release_lease(json_get_string(d, "file").value_or(""), json_get_string(d, "owner").value_or(""));
     };
@@ -341,7 +354,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.hostname = req.node + "-vm";
         p.domain_name = "slurm-vm-" + std::to_string(req.job_id) + "-" + req.node;
         p.domain_type = cfg.domain_type;
-        p.emulator = cfg.emulator;
+        p.emulator = guest_emulator(cfg.emulator, cfg.libexec_dir);
         p.boot_timeout_s = cfg.boot_timeout_s;
         p.memory_overhead_mib = cfg.memory_overhead_mib;
         p.min_guest_memory_mib = cfg.min_guest_memory_mib;
@@ -358,6 +371,21 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                     p.mac = a.mac;
                     p.prefix_len = a.prefix_len;
                 }
+            }
+            if (cfg.network.isolate_jobs) {
+                // The same table from every node of the job on this host: the
+                // last one of them to end removes it. Recorded before the
+                // lease, so undone after it: see the undo action.
+                JobFilter f = job_filter(cfg.network.prefix, req.job_id, cfg.network.gateway);
+                ledger.record("net_filter", [&] {
+                    Json d(json_object());
+                    json_object_set_new(d.get(), "netns", json_string(cfg.network.netns.c_str()));
+                    json_object_set_new(d.get(), "table", json_string(f.table.c_str()));
+                    json_object_set_new(d.get(), "lease_dir", json_string(cfg.lease_dir().c_str()));
+                    json_object_set_new(d.get(), "job", json_integer(req.job_id));
+                    return d;
+                }());
+                install_job_filter(cfg.network.netns, f);
             }
             std::string owner = "job " + std::to_string(req.job_id) + " on " + req.node;
             std::string lease_file = path_join(cfg.lease_dir(), p.ip);
@@ -462,7 +490,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         mkdir_p(p.embed_root(), 0755);
         write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, qgid});
         seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, qgid},
-                                cfg.emulator);
+                                p.emulator);
 
         write_file_atomic(p.plan_file(), p.to_json(), 0644);
         write_guest_state(p, "prepared");
