@@ -241,9 +241,10 @@ int run_keeper(const KeeperOptions& o) {
     struct sigaction sa {};
     sa.sa_handler = on_term;
     ::sigaction(SIGTERM, &sa, nullptr);
-    // `scancel --signal=SIG` reaches every process of the job's steps, the
-    // extern step's keeper too: those are for the tasks (slurm-vm-exec
-    // carries them into the guest), not for us.
+    // Signals sent to the job's steps are for the tasks (slurm-vm-exec
+    // carries them into the guest), not for us. (A job-wide `scancel
+    // --signal` also ends Slurm's own process of the extern step, and with
+    // it the step: use -b or JOBID.STEP to signal tasks in guests.)
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
 
     int host_netns = -1;  // the host's network namespace, once we leave it

@@ -54,12 +54,6 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
 }
 
-std::string guest_emulator(const std::string& configured, const std::string& libexec_dir) {
-    std::string wrapper = path_join(libexec_dir, "slurm-vm-qemu");
-    if (configured == SVM_QEMU_SYSTEM && ::access(wrapper.c_str(), X_OK) == 0) return wrapper;
-    return configured;
-}
-
 void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
                              const std::string& emulator) {
     std::string src = path_join(cache_root, "cache/qemu/capabilities");

@@ -43,11 +43,6 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
                              const std::string& emulator);
 
 ConnectPtr open_embed(const std::string& root);
-
-// The emulator the guests run: slurm-vm-qemu (in libexec_dir) in front of
-// the node's default QEMU, which shields the guest from signals meant for the
-// job's tasks (libexec/qemu_signals.cpp); any other configured emulator as is.
-std::string guest_emulator(const std::string& configured, const std::string& libexec_dir);
 DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
 
 }  // namespace svm

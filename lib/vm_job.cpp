@@ -354,7 +354,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.hostname = req.node + "-vm";
         p.domain_name = "slurm-vm-" + std::to_string(req.job_id) + "-" + req.node;
         p.domain_type = cfg.domain_type;
-        p.emulator = guest_emulator(cfg.emulator, cfg.libexec_dir);
+        p.emulator = cfg.emulator;
         p.boot_timeout_s = cfg.boot_timeout_s;
         p.memory_overhead_mib = cfg.memory_overhead_mib;
         p.min_guest_memory_mib = cfg.min_guest_memory_mib;

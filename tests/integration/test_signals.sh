@@ -42,6 +42,8 @@ wait_clean "$id" 60
 pass "job $id: scancel -b --signal=USR1, then TERM, reached the batch script in its guest (its trap ended the job)"
 
 # 2. An srun step (srun --vm-image, no sbatch): the step's task gets USR1.
+# (Not a job-wide `scancel --signal`: Slurm 22.05 sends that to its own
+# process of the extern step too, which ends the step, and the guest with it.)
 out="$wd/srun.out"
 (cd "$wd" && as_user "$SVM_USER" srun -N1 -w node2 -t 10 $(vm_opts) bash ./job.sh >"$out" 2>&1) &
 srun_pid=$!
