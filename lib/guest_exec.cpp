@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "proc.hpp"
+#include "srun_relay.hpp"
 
 namespace svm {
 
@@ -52,6 +53,11 @@ std::string remote_shell_command(const GuestCommand& c) {
         if (!forwarded_variable(k) || k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
             continue;
         s += "export " + k + "=" + shell_quote(kv.substr(eq + 1)) + "; ";
+    }
+    if (c.srun_port > 0) {
+        s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";
+        s += "b=/tmp/slurm-vm-bin.$$; mkdir -p \"$b\" && printf %s " + shell_quote(guest_srun_shim()) +
+             " >\"$b/srun\" && chmod 755 \"$b/srun\" && export PATH=\"$b:$PATH\"; ";
     }
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (c.script_on_stdin) {

@@ -18,6 +18,9 @@ struct GuestCommand {
     // Where the guest notes the task's process group, so that signals can
     // follow it there (remote_signal_command); "" = not noted.
     std::string pid_file;
+    // The guest's loopback port forwarded to the batch step's srun relay
+    // (lib/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
+    int srun_port = 0;
 };
 
 // One line per guest of the job, "<guest> slots=<tasks on that node>", from

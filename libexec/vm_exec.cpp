@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "job_plan.hpp"
 #include "log.hpp"
 #include "proc.hpp"
+#include "srun_relay.hpp"
 
 extern char** environ;
 
@@ -247,7 +249,21 @@ int main(int argc, char** argv) {
             if (n <= 0) SVM_THROW_ERRNO("readlink /proc/self/exe");
             self.assign(buf, static_cast<size_t>(n));
         }
+        // The batch script's srun goes through us (lib/srun_relay.hpp).
+        std::unique_ptr<svm::SrunRelay> srun_relay;
+        if (batch) {
+            try {
+                srun_relay = std::make_unique<svm::SrunRelay>();
+                srun_relay->start();
+                c.srun_port = 30000 + static_cast<int>(::getpid() % 30000);
+            } catch (const svm::Error& e) {
+                svm::log::warn("srun will not work inside the guest: " + e.reason());
+            }
+        }
         std::vector<std::string> args = svm::ssh_argv(p, self, false);
+        if (srun_relay)
+            args.insert(args.end() - 1, {"-o", "ExitOnForwardFailure=no", "-R",
+                                         "127.0.0.1:" + std::to_string(c.srun_port) + ":" + srun_relay->socket_path()});
         args.push_back("--");
         args.push_back(svm::remote_shell_command(c));
 

@@ -337,7 +337,9 @@ extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
         svm::NodeConfig c = svm::load_config(g_opt.config, node);
         std::string exec = svm::path_join(c.libexec_dir, "slurm-vm-exec");
         spank_setenv(sp, "SLURM_VM_PLAN", p.plan_file().c_str(), 1);
+        // (Unset for steps: an srun in the batch script passes the batch's on.)
         if (step == SLURM_BATCH_SCRIPT) spank_setenv(sp, "SLURM_VM_BATCH", "1", 1);
+        else spank_unsetenv(sp, "SLURM_VM_BATCH");
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
         // Slurm 23.11+: the clean interface, argv becomes [slurm-vm-exec, cmd...].
         const char* pre[] = {exec.c_str()};

@@ -1,0 +1,280 @@
+#include "srun_relay.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "error.hpp"
+#include "fs.hpp"
+
+namespace svm {
+
+std::string guest_srun_shim() {
+    return R"SHIM(#!/bin/bash
+# srun in a slurm-vm guest: the command line goes to the batch step on the
+# host (through the port SLURM_VM_SRUN_PORT that its SSH session forwards),
+# which runs the real srun; every task runs in the guest of its node.
+port="${SLURM_VM_SRUN_PORT:-}"
+if [ -z "$port" ] || ! { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+    echo "srun: slurm-vm: no relay to the host here: srun works from the batch script of a VM job" >&2
+    exit 1
+fi
+{ printf 'SRUN %d\n' $(( $# + 1 )); printf '%s\0' "$PWD" "$@"; } >&3
+read -r ok token <&3
+if [ "$ok" != OK ]; then
+    echo "srun: slurm-vm: ${token:-the host refused the command}" >&2
+    exit 1
+fi
+exec 4<>"/dev/tcp/127.0.0.1/$port"
+printf 'STDERR %s\n' "$token" >&4
+cat <&4 >&2 &
+errpid=$!
+cat <&3 &
+outpid=$!
+exec 3<&- 4<&-
+relay() { { exec 5<>"/dev/tcp/127.0.0.1/$port" && printf 'SIGNAL %s %s\n' "$token" "$1" >&5; exec 5<&-; } 2>/dev/null; }
+for s in INT TERM HUP QUIT USR1 USR2; do trap "relay $s" "$s"; done
+while kill -0 "$outpid" 2>/dev/null; do wait "$outpid"; done
+wait "$errpid"
+exec 6<>"/dev/tcp/127.0.0.1/$port"
+printf 'WAIT %s\n' "$token" >&6
+read -r rc <&6
+exit "${rc:-1}"
+)SHIM";
+}
+
+struct SrunRelay::Run {
+    pid_t pid = -1;
+    int out_fd = -1, err_fd = -1;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int status = 1;
+};
+
+namespace {
+
+bool read_line(int fd, std::string& line, size_t max = 512) {
+    line.clear();
+    char c;
+    while (line.size() < max) {
+        ssize_t n = ::read(fd, &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        if (c == '\n') return true;
+        line += c;
+    }
+    return false;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
+bool write_all(int fd, const std::string& s) { return write_all(fd, s.data(), s.size()); }
+
+void pump(int from, int to) {
+    char buf[16384];
+    for (;;) {
+        ssize_t n = ::read(from, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (!write_all(to, buf, static_cast<size_t>(n))) break;
+    }
+}
+
+int signal_named(const std::string& name) {
+    static const std::map<std::string, int> m = {{"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP},
+                                                 {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+    auto it = m.find(name);
+    return it == m.end() ? 0 : it->second;
+}
+
+std::string new_token() {
+    std::random_device rd;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+    return buf;
+}
+
+}  // namespace
+
+SrunRelay::SrunRelay(const std::string& tmp_dir) {
+    std::string tmpl = path_join(tmp_dir, "slurm-vm-srun.XXXXXX");
+    std::vector<char> b(tmpl.begin(), tmpl.end());
+    b.push_back('\0');
+    if (!::mkdtemp(b.data())) SVM_THROW_ERRNO("mkdtemp " + tmpl);
+    dir_ = b.data();
+    socket_ = path_join(dir_, "srun.sock");
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) SVM_THROW_ERRNO("socket");
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (socket_.size() >= sizeof sa.sun_path) SVM_THROW("socket path too long: " + socket_);
+    std::strcpy(sa.sun_path, socket_.c_str());
+    if (::bind(listen_fd_, reinterpret_cast<struct sockaddr*>(&sa), sizeof sa) != 0) SVM_THROW_ERRNO("bind " + socket_);
+    if (::listen(listen_fd_, 16) != 0) SVM_THROW_ERRNO("listen " + socket_);
+    if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) SVM_THROW_ERRNO("pipe");
+}
+
+SrunRelay::~SrunRelay() {
+    if (stop_pipe_[1] >= 0 && ::write(stop_pipe_[1], "x", 1) < 0) {
+    }
+    if (thread_.joinable()) thread_.join();
+    for (auto& w : workers_) w.detach();  // blocked on a guest that is going away
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::unlink(socket_.c_str());
+    ::rmdir(dir_.c_str());
+}
+
+void SrunRelay::start() { thread_ = std::thread([this] { serve(); }); }
+
+void SrunRelay::serve() {
+    for (;;) {
+        struct pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        if (p[1].revents) return;
+        int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        std::lock_guard<std::mutex> g(mu_);
+        workers_.emplace_back([this, c] {
+            handle(c);
+            ::close(c);
+        });
+    }
+}
+
+void SrunRelay::handle(int fd) {
+    std::string line;
+    if (!read_line(fd, line)) return;
+    auto space = line.find(' ');
+    std::string verb = line.substr(0, space), arg = space == std::string::npos ? "" : line.substr(space + 1);
+    if (verb == "SRUN") {
+        long n = std::strtol(arg.c_str(), nullptr, 10);
+        if (n < 1 || n > 100000) {
+            write_all(fd, "ERR bad request\n");
+            return;
+        }
+        std::vector<std::string> fields;
+        std::string cur;
+        size_t total = 0;
+        char c;
+        while (static_cast<long>(fields.size()) < n) {
+            ssize_t r = ::read(fd, &c, 1);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0 || ++total > (8u << 20)) return;
+            if (c == '\0') {
+                fields.push_back(cur);
+                cur.clear();
+            } else {
+                cur += c;
+            }
+        }
+        int out[2], err[2];
+        if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+            write_all(fd, "ERR cannot create pipes\n");
+            return;
+        }
+        auto run = std::make_shared<Run>();
+        run->pid = ::fork();
+        if (run->pid == 0) {
+            // The batch step's environment is ours: srun starts a step of this job.
+            if (::chdir(fields[0].c_str()) != 0) {
+                std::fprintf(stderr, "srun: slurm-vm: %s does not exist on the host; running in %s\n",
+                             fields[0].c_str(), "the job's directory");
+            }
+            int null = ::open("/dev/null", O_RDONLY);
+            ::dup2(null, 0);
+            ::dup2(out[1], 1);
+            ::dup2(err[1], 2);
+            for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) ::signal(sig, SIG_DFL);
+            // The plugin's own variables of the batch task are not the step's.
+            for (const char* v : {"SLURM_VM_PLAN", "SLURM_VM_BATCH", "SLURM_VM_ARGV0", "SLURM_VM_PREPENDED"})
+                ::unsetenv(v);
+            std::vector<char*> argv;
+            std::string srun = "srun";
+            argv.push_back(srun.data());
+            for (size_t i = 1; i < fields.size(); ++i) argv.push_back(fields[i].data());
+            argv.push_back(nullptr);
+            ::execvp("srun", argv.data());
+            std::fprintf(stderr, "srun: slurm-vm: cannot run srun on the host: %s\n", std::strerror(errno));
+            _exit(127);
+        }
+        ::close(out[1]);
+        ::close(err[1]);
+        if (run->pid < 0) {
+            ::close(out[0]);
+            ::close(err[0]);
+            write_all(fd, "ERR cannot fork\n");
+            return;
+        }
+        run->out_fd = out[0];
+        run->err_fd = err[0];
+        std::string token = new_token();
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            runs_[token] = run;
+        }
+        std::thread([run] {
+            int st = 0;
+            while (::waitpid(run->pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            std::lock_guard<std::mutex> g(run->mu);
+            run->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            run->done = true;
+            run->cv.notify_all();
+        }).detach();
+        if (!write_all(fd, "OK " + token + "\n")) ::kill(run->pid, SIGTERM);
+        pump(run->out_fd, fd);
+        ::close(run->out_fd);
+        return;
+    }
+    std::shared_ptr<Run> run;
+    std::string token = arg.substr(0, arg.find(' '));
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = runs_.find(token);
+        if (it != runs_.end()) run = it->second;
+    }
+    if (!run) return;
+    if (verb == "STDERR") {
+        pump(run->err_fd, fd);
+        ::close(run->err_fd);
+    } else if (verb == "WAIT") {
+        int status;
+        {
+            std::unique_lock<std::mutex> g(run->mu);
+            run->cv.wait(g, [&] { return run->done; });
+            status = run->status;
+        }
+        write_all(fd, std::to_string(status) + "\n");
+        std::lock_guard<std::mutex> g(mu_);
+        runs_.erase(token);
+    } else if (verb == "SIGNAL") {
+        int sig = signal_named(arg.substr(arg.find(' ') + 1));
+        std::lock_guard<std::mutex> g(run->mu);
+        if (sig && !run->done) ::kill(run->pid, sig);
+    }
+}
+
+}  // namespace svm

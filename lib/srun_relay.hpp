@@ -1,0 +1,56 @@
+// srun inside the guest of a batch job. The batch script runs in the guest,
+// which has no Slurm client; its `srun` is a small bash script (guest_srun_shim)
+// that hands the command line to the batch step on the host over a port that
+// the batch's SSH session forwards from the guest's loopback (ssh -R) to a
+// private Unix socket of slurm-vm-exec. There SrunRelay runs the real srun as
+// the user, in the batch step, so that its tasks land, through the plugin, in
+// the guests of their nodes like any step's.
+//
+// Protocol: bash's /dev/tcp, three connections per srun, each opened with one
+// line:
+//   "SRUN <n>\n" + n NUL-terminated fields (cwd, then the arguments):
+//       answers "OK <token>\n" (or "ERR <sentence>\n"), then srun's stdout
+//       until it closes;
+//   "STDERR <token>\n": srun's stderr;
+//   "WAIT <token>\n": "<exit status>\n" once srun ends;
+//   "SIGNAL <token> <NAME>\n": forwards a signal (INT, TERM, ...) to srun.
+// srun's stdin is /dev/null, as a batch script's usually is.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace svm {
+
+// The shim's text (installed in the guest by the remote command).
+std::string guest_srun_shim();
+
+class SrunRelay {
+public:
+    // Listens on a new Unix socket in a private directory under tmp_dir.
+    explicit SrunRelay(const std::string& tmp_dir = "/tmp");
+    ~SrunRelay();
+    SrunRelay(const SrunRelay&) = delete;
+    SrunRelay& operator=(const SrunRelay&) = delete;
+
+    const std::string& socket_path() const { return socket_; }
+    // Serves connections on a thread until destroyed.
+    void start();
+
+private:
+    struct Run;
+    void serve();
+    void handle(int fd);
+    std::string dir_, socket_;
+    int listen_fd_ = -1;
+    int stop_pipe_[2] = {-1, -1};
+    std::thread thread_;
+    std::mutex mu_;
+    std::map<std::string, std::shared_ptr<Run>> runs_;
+    std::vector<std::thread> workers_;
+};
+
+}  // namespace svm
