@@ -4,6 +4,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_net.hpp"
 #include "hugepages.hpp"
 #include "irq_profile.hpp"
 
@@ -97,12 +98,23 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             c.max_image_virtual_size = static_cast<uint64_t>(*v) << 30;
         if (json_t* n = json_object_get(root.get(), "network")) {
             if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
-            reject_unknown(n, {"bridge", "netns", "prefix", "gateway", "isolate_jobs"}, "network");
+            reject_unknown(n, {"bridge", "netns", "prefix", "gateway", "isolate_jobs", "fabric", "fabric_prefix"}, "network");
             c.network.bridge = json_get_string(n, "bridge").value_or("");
             c.network.netns = json_get_string(n, "netns").value_or("");
             c.network.prefix = json_get_string(n, "prefix").value_or("");
             c.network.gateway = json_get_string(n, "gateway").value_or("");
             c.network.isolate_jobs = json_get_bool(n, "isolate_jobs").value_or(true);
+            c.network.fabric = json_get_string(n, "fabric").value_or("bridge");
+            c.network.fabric_prefix = json_get_string(n, "fabric_prefix").value_or("");
+            if (c.network.fabric != "bridge" && c.network.fabric != "ipoib")
+                SVM_THROW("network.fabric must be \"bridge\" or \"ipoib\", not \"" + c.network.fabric + "\"");
+            if (c.network.fabric == "ipoib") {
+                if (c.network.fabric_prefix.empty())
+                    SVM_THROW("network.fabric \"ipoib\" needs network.fabric_prefix (an IPv4 /16 for the IPoIB addresses)");
+                guest_address(c.network.fabric_prefix, 1, 0);  // validates it
+                if (c.network.bridge.empty())
+                    SVM_THROW("network.fabric \"ipoib\" needs network.bridge too: the host reaches each guest's SSH over it");
+            }
             if (!c.network.bridge.empty() && c.network.prefix.empty())
                 SVM_THROW("\"network.prefix\" is required when \"network.bridge\" is set");
         }

@@ -19,6 +19,11 @@ struct NetworkConfig {
     // its own job's guests (lib/guest_net.hpp, nftables). Off only for a
     // bridge no other job's guests share.
     bool isolate_jobs = true;
+    // Where the job's own traffic between guests goes: "bridge" (the NIC
+    // above) or "ipoib" (IPoIB on the job's InfiniBand VF, addresses from
+    // fabric_prefix; the bridge then only carries the host's SSH to the guest).
+    std::string fabric = "bridge";
+    std::string fabric_prefix;  // IPv4 /16, for "ipoib"
 };
 
 struct NodeConfig {

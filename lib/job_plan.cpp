@@ -27,6 +27,7 @@ std::string JobPlan::to_json() const {
         set_str(e, "node", p.node);
         set_str(e, "hostname", p.hostname);
         set_str(e, "ip", p.ip);
+        set_str(e, "fabric_ip", p.fabric_ip);
         json_array_append_new(arr, e);
     }
     json_object_set_new(j, "peers", arr);
@@ -64,6 +65,8 @@ std::string JobPlan::to_json() const {
     set_str(j, "vf_link_layer", vf_link_layer);
     set_str(j, "vf_mac", vf_mac);
     set_str(j, "vf_port_guid", vf_port_guid);
+    set_str(j, "fabric_ip", fabric_ip);
+    set_int(j, "fabric_prefix_len", fabric_prefix_len);
     set_str(j, "irq_profile", irq_profile);
     set_str(j, "hugepages", hugepages);
     set_int(j, "hugepage_size_kib", hugepage_size_kib);
@@ -95,7 +98,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     json_t* e;
     json_array_foreach(json_object_get(j, "peers"), idx, e) {
         p.peers.push_back({json_get_string(e, "node").value_or(""), json_get_string(e, "hostname").value_or(""),
-                           json_get_string(e, "ip").value_or("")});
+                           json_get_string(e, "ip").value_or(""), json_get_string(e, "fabric_ip").value_or("")});
     }
     p.image = s("image");
     p.image_format = s("image_format");
@@ -128,6 +131,8 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.vf_link_layer = s("vf_link_layer");
     p.vf_mac = s("vf_mac");
     p.vf_port_guid = s("vf_port_guid");
+    p.fabric_ip = s("fabric_ip");
+    if (json_get_int(j, "fabric_prefix_len")) p.fabric_prefix_len = static_cast<int>(*json_get_int(j, "fabric_prefix_len"));
     p.irq_profile = json_get_string(j, "irq_profile").value_or("default");
     p.hugepages = json_get_string(j, "hugepages").value_or("off");
     p.hugepage_size_kib = i("hugepage_size_kib");

@@ -17,6 +17,7 @@ struct GuestPeer {
     std::string node;      // Slurm node name
     std::string hostname;  // guest hostname
     std::string ip;
+    std::string fabric_ip;  // on the job's InfiniBand network (IPoIB over the VF); "" = none
 };
 
 struct JobPlan {
@@ -34,6 +35,11 @@ struct JobPlan {
     std::string hostname, domain_name;
     std::string ip, mac, gateway;
     int prefix_len = 16;
+    // The job's traffic between guests over IPoIB on the VF (network.fabric
+    // "ipoib"): this guest's address there; the peers' hostnames resolve to
+    // their fabric_ip. "" = the job's traffic uses the bridge.
+    std::string fabric_ip;
+    int fabric_prefix_len = 16;
     std::string bridge, netns;
     std::string domain_type, emulator;
     int boot_timeout_s = 300;

@@ -29,6 +29,34 @@ std::string seed_network_config(const JobPlan& p) {
     return s;
 }
 
+std::string seed_fabric_script(const JobPlan& p) {
+    if (p.fabric_ip.empty()) return "";
+    std::string guid;
+    for (char c : p.vf_port_guid) guid += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (guid.empty() || guid.find_first_not_of("0123456789abcdef:") != std::string::npos)
+        SVM_THROW("the plan's VF port GUID \"" + p.vf_port_guid + "\" is not a GUID");
+    auto q = shell_quote;
+    std::string addr = p.fabric_ip + "/" + std::to_string(p.fabric_prefix_len);
+    std::string s;
+    // The VF's IPoIB interface: its 20-byte address ends with the port GUID
+    // the host gave the VF. The ib_ipoib driver may still be probing.
+    s += "# The job's network: IPoIB on the InfiniBand VF (port GUID " + guid + ").\n";
+    s += "modprobe ib_ipoib 2>/dev/null\n";
+    s += "ib=\"\"\n";
+    s += "for i in $(seq 1 40); do\n";
+    s += "  for d in /sys/class/net/*; do\n";
+    s += "    case \"$(cat \"$d/address\" 2>/dev/null)\" in *" + guid + ") ib=${d##*/} ;; esac\n";
+    s += "  done\n";
+    s += "  [ -n \"$ib\" ] && break; sleep 0.5\n";
+    s += "done\n";
+    s += "[ -n \"$ib\" ] || fail " + q("no IPoIB interface with port GUID " + guid +
+                                      " (the image needs the InfiniBand drivers: mlx5_ib, ib_ipoib)") + "\n";
+    s += "ip link set \"$ib\" up || fail \"cannot bring up $ib\"\n";
+    s += "ip addr replace " + q(addr) + " dev \"$ib\" || fail \"cannot give $ib " + addr + "\"\n";
+    s += "log \"job network: $ib " + addr + "\"\n";
+    return s;
+}
+
 std::string seed_irq_script(const JobPlan& p) {
     const IrqProfile* prof = find_irq_profile(p.irq_profile);
     if (!prof) SVM_THROW("unknown interrupt moderation profile \"" + p.irq_profile + "\" in the plan");
@@ -102,8 +130,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "fail() { log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
     s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
     s += "sed -i '/# slurm-vm$/d' /etc/hosts\n";
+    // The job's traffic goes where the peers' hostnames point: the IPoIB
+    // addresses when the job has a fabric, else the bridge's.
     for (const auto& peer : p.peers)
-        s += "echo " + q(peer.ip + " " + peer.hostname + " # slurm-vm") + " >>/etc/hosts\n";
+        s += "echo " + q((peer.fabric_ip.empty() ? peer.ip : peer.fabric_ip) + " " + peer.hostname + " # slurm-vm") +
+             " >>/etc/hosts\n";
     // The job's user and group, same ids as on the host.
     s += "getent group " + std::to_string(p.gid) + " >/dev/null || groupadd -g " + std::to_string(p.gid) + " " +
          q(p.group) + " || fail groupadd\n";
@@ -152,6 +183,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
         s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
         if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
     }
+    s += seed_fabric_script(p);
     s += seed_irq_script(p);
     if (!p.shares.empty()) s += "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
     for (size_t i = 0; i < p.shares.size(); ++i) {

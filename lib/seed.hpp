@@ -26,6 +26,9 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k);
 // a missing ethtool, a missing interface or a refused setting is one line on
 // the console, never a failed boot.
 std::string seed_irq_script(const JobPlan& p);
+// The job's network on IPoIB (plan.fabric_ip): finds the VF's IPoIB interface
+// by its port GUID and gives it the address; "" without a fabric.
+std::string seed_fabric_script(const JobPlan& p);
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);

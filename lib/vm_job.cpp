@@ -365,7 +365,11 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         if (!cfg.network.bridge.empty()) {
             for (size_t i = 0; i < nodes.size(); ++i) {
                 GuestAddress a = guest_address(cfg.network.prefix, req.job_id, static_cast<int>(i));
-                p.peers.push_back({nodes[i], nodes[i] + "-vm", a.ip});
+                std::string fabric_ip;
+                if (cfg.network.fabric == "ipoib")
+                    fabric_ip = guest_address(cfg.network.fabric_prefix, req.job_id, static_cast<int>(i)).ip;
+                p.peers.push_back({nodes[i], nodes[i] + "-vm", a.ip, fabric_ip});
+                if (static_cast<int>(i) == p.node_index) p.fabric_ip = fabric_ip;
                 if (static_cast<int>(i) == p.node_index) {
                     p.ip = a.ip;
                     p.mac = a.mac;
@@ -409,7 +413,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         chown_mode(p.user_key(), p.uid, p.gid, 0600);
         std::string kh;
         for (const auto& peer : p.peers) {
-            std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip);
+            std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip) +
+                                (peer.fabric_ip.empty() ? "" : "," + peer.fabric_ip);
             kh += names + " " + trim(guest_host_key(secret, req.job_id, peer.node).public_key) + "\n";
         }
         write_file_atomic(p.known_hosts(), kh, 0644);
@@ -451,6 +456,11 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 p.devices_json = json_dump(acct.get());
             }
         }
+
+        // 3b'. The job's traffic over IPoIB needs this guest's InfiniBand VF.
+        if (!p.fabric_ip.empty() && (p.vf_link_layer != "infiniband" || p.vf_port_guid.empty()))
+            SVM_THROW("network.fabric is \"ipoib\" but the guest on " + req.node +
+                      " gets no InfiniBand VF (list an InfiniBand physical function in devices.vf_providers)");
 
         // 3c. Hugepages: the keeper decides with the guest's size; a node that
         // "requires" them but has none set up fails here (the node's fault).

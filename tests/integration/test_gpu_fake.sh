@@ -56,6 +56,10 @@ import json, sys
 base, out, tree, kernel, pool = sys.argv[1:]
 c = json.load(open(base))
 c["sysfs_root"] = tree
+# The job's traffic over IPoIB on the VF (the guest never boots here: this
+# shows the prolog plans it and builds its seed).
+c["network"]["fabric"] = "ipoib"
+c["network"]["fabric_prefix"] = "10.214.0.0/16"
 c["devices"] = {"gpus": [{"pci": "0000:3b:00.0", "nvidia_minor": 0}],
                 "vf_providers": [{"pci": "0000:2b:00.0", "link_layer": "infiniband"}],
                 "guid_prefix": "02:c9:00:00", "node_id": 3,
@@ -155,3 +159,29 @@ tree_unchanged "job $id (prolog failed)"
 scontrol update nodename=node3 state=resume
 no_node_drained
 pass "job $id: $GPU held on the host: bounded wait, rollback, node3 drained ('${reason:0:100}...'), job requeued held"
+
+# ------------------------------------------------------------ 4. fabric without a VF
+# network.fabric "ipoib" on a node that has no VF to give: a node-side
+# problem, named in the drain reason.
+python3 - "$NODE_CFG" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+del c["devices"]["vf_providers"]
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+fresh_tree
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -w node3 -t 5 $(vm_opts) -o "$wd/slurm-%j.out" --wrap 'echo guest ran')"
+end=$((SECONDS + 120))
+until [[ "$(sinfo -h -n node3 -o '%t')" == drain* ]]; do
+    ((SECONDS < end)) || fail "node3 not drained although its guest of job $id cannot join the IPoIB fabric"
+    sleep 1
+done
+reason="$(sinfo -h -n node3 -o '%E')"
+[[ "$reason" == *'network.fabric is "ipoib" but the guest on node3 gets no InfiniBand VF'* ]] ||
+    fail "node3's drain reason does not say what is missing: '$reason'"
+scancel "$id"
+wait_clean "$id" 60
+tree_unchanged "job $id (fabric without a VF)"
+scontrol update nodename=node3 state=resume
+no_node_drained
+pass "job $id: fabric ipoib without a VF: node3 drained ('$reason')"

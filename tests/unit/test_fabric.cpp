@@ -1,0 +1,70 @@
+// The job's network over IPoIB on the VF (network.fabric "ipoib"): the
+// configuration, the guests' names pointing at their fabric addresses, and
+// the seed's script that finds the VF's IPoIB interface by its port GUID.
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+
+namespace {
+
+svm::JobPlan fabric_plan() {
+    svm::JobPlan p;
+    p.job_id = 42;
+    p.uid = 2001;
+    p.gid = 2001;
+    p.user = "alice";
+    p.group = "alice";
+    p.home = "/home/alice";
+    p.node = "node1";
+    p.hostname = "node1-vm";
+    p.ip = "10.213.43.10";
+    p.mac = "52:54:0a:d5:2b:0a";
+    p.fabric_ip = "10.214.43.10";
+    p.peers = {{"node1", "node1-vm", "10.213.43.10", "10.214.43.10"}, {"node2", "node2-vm", "10.213.43.11", "10.214.43.11"}};
+    p.vf_link_layer = "infiniband";
+    p.vf_port_guid = "02:C9:00:00:00:03:00:01";
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("network.fabric ipoib needs its prefix and the bridge", "[fabric]") {
+    auto base = [](const std::string& net) { return "{\"network\": " + net + "}"; };
+    auto c = svm::parse_config(
+        base(R"({"bridge": "br0", "prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"),
+        "node1", "test");
+    CHECK(c.network.fabric == "ipoib");
+    CHECK(c.network.fabric_prefix == "10.214.0.0/16");
+    CHECK(svm::parse_config(base(R"({"bridge": "br0", "prefix": "10.213.0.0/16"})"), "n", "t").network.fabric == "bridge");
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "ipoib"})"), "n", "t"),
+                      Catch::Contains("needs network.fabric_prefix"));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"), "n", "t"),
+                      Catch::Contains("needs network.bridge too"));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "roce"})"), "n", "t"),
+                      Catch::Contains("must be \"bridge\" or \"ipoib\""));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/24"})"),
+                                        "n", "t"),
+                      Catch::Contains("/16"));
+}
+
+TEST_CASE("with a fabric, the guests' names resolve to their IPoIB addresses and the VF's interface gets one", "[fabric]") {
+    auto p = fabric_plan();
+    svm::SeedKeys k{"ssh-ed25519 AAAA u", "PRIVATE", "HOSTPRIVATE", "ssh-ed25519 AAAA h", "node1-vm ssh-ed25519 AAAA h\n"};
+    std::string ud = svm::seed_user_data(p, k);
+    CHECK(ud.find("'10.214.43.11 node2-vm # slurm-vm'") != std::string::npos);
+    CHECK(ud.find("10.213.43.11 node2-vm") == std::string::npos);
+    // The bridge NIC keeps its address (the host's SSH reaches the guest there).
+    CHECK(ud.find("ip addr replace '10.213.43.10/16'") != std::string::npos);
+    std::string f = svm::seed_fabric_script(p);
+    CHECK(f.find("in *02:c9:00:00:00:03:00:01) ib=") != std::string::npos);
+    CHECK(f.find("ip addr replace '10.214.43.10/16' dev \"$ib\"") != std::string::npos);
+    CHECK(ud.find(f) != std::string::npos);
+    CHECK(svm::run({"sh", "-n", "-c", ud}).ok());
+    p.vf_port_guid = "02:c9;reboot";
+    CHECK_THROWS_WITH(svm::seed_fabric_script(p), Catch::Contains("is not a GUID"));
+    p.fabric_ip.clear();
+    CHECK(svm::seed_fabric_script(p).empty());
+}
