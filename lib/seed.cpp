@@ -29,6 +29,30 @@ std::string seed_network_config(const JobPlan& p) {
     return s;
 }
 
+namespace {
+
+// Shell lines that wait up to `tries` half-seconds (a driver may still be
+// probing) for network interfaces whose address matches the case pattern
+// (hex digits, colons and '*' only) and append their names to $var.
+std::string wait_for_netdevs(const std::string& var, const std::string& pattern, int tries, const std::string& in) {
+    if (pattern.empty() || pattern.find_first_not_of("0123456789abcdefABCDEF:*") != std::string::npos)
+        SVM_THROW("not an interface address pattern: \"" + pattern + "\"");
+    std::string s;
+    s += in + var + "=\"\"\n";
+    std::string count;  // no seq(1): the image may be minimal
+    for (int i = 1; i <= tries; ++i) count += (i > 1 ? " " : "") + std::to_string(i);
+    s += in + "for i in " + count + "; do\n";
+    s += in + "  for d in /sys/class/net/*; do\n";
+    s += in + "    case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") " + var + "=\"${" + var + ":+$" + var +
+         " }${d##*/}\" ;; esac\n";
+    s += in + "  done\n";
+    s += in + "  [ -n \"$" + var + "\" ] && break; sleep 0.5\n";
+    s += in + "done\n";
+    return s;
+}
+
+}  // namespace
+
 std::string seed_fabric_script(const JobPlan& p) {
     if (p.fabric_ip.empty()) return "";
     std::string guid;
@@ -42,13 +66,8 @@ std::string seed_fabric_script(const JobPlan& p) {
     // the host gave the VF. The ib_ipoib driver may still be probing.
     s += "# The job's network: IPoIB on the InfiniBand VF (port GUID " + guid + ").\n";
     s += "modprobe ib_ipoib 2>/dev/null\n";
-    s += "ib=\"\"\n";
-    s += "for i in $(seq 1 40); do\n";
-    s += "  for d in /sys/class/net/*; do\n";
-    s += "    case \"$(cat \"$d/address\" 2>/dev/null)\" in *" + guid + ") ib=${d##*/} ;; esac\n";
-    s += "  done\n";
-    s += "  [ -n \"$ib\" ] && break; sleep 0.5\n";
-    s += "done\n";
+    s += wait_for_netdevs("ib", "*" + guid, 40, "");
+    s += "ib=${ib%% *}\n";
     s += "[ -n \"$ib\" ] || fail " + q("no IPoIB interface with port GUID " + guid +
                                       " (the image needs the InfiniBand drivers: mlx5_ib, ib_ipoib)") + "\n";
     s += "ip link set \"$ib\" up || fail \"cannot bring up $ib\"\n";
@@ -81,16 +100,8 @@ std::string seed_irq_script(const JobPlan& p) {
     s += "svm_irq() {\n";
     s += "  command -v ethtool >/dev/null 2>&1 || { log " + q(tag + " not applied: ethtool is not installed in the image") +
          "; return 0; }\n";
-    s += "  devs=\"\"\n";
-    if (!pattern.empty()) {
-        // The VF's driver may still be probing: wait for it (10 s at most).
-        s += "  for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n";
-        s += "    for d in /sys/class/net/*; do\n";
-        s += "      case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") devs=\"$devs ${d##*/}\" ;; esac\n";
-        s += "    done\n";
-        s += "    [ -n \"$devs\" ] && break; sleep 0.5\n";
-        s += "  done\n";
-    }
+    if (!pattern.empty()) s += wait_for_netdevs("devs", pattern, 20, "  ");
+    else s += "  devs=\"\"\n";
     // Else: every NIC with a driver that is not virtio's (the job's network is virtio).
     s += "  if [ -z \"$devs\" ]; then\n";
     s += "    for d in /sys/class/net/*; do\n";
@@ -172,12 +183,8 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          "SVM_EOF\n";
     // Network: the NIC is found by its MAC, whatever the image names it.
     if (!p.ip.empty()) {
-        s += "nic=\"\"\n";
-        s += "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do\n";
-        s += "  for d in /sys/class/net/*; do [ \"$(cat $d/address 2>/dev/null)\" = " + q(p.mac) +
-             " ] && nic=${d##*/}; done\n";
-        s += "  [ -n \"$nic\" ] && break; sleep 0.5\n";
-        s += "done\n";
+        s += wait_for_netdevs("nic", p.mac, 20, "");
+        s += "nic=${nic%% *}\n";
         s += "[ -n \"$nic\" ] || fail \"no network interface with MAC " + p.mac + "\"\n";
         s += "ip link set \"$nic\" up\n";
         s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
