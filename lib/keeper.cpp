@@ -156,7 +156,8 @@ pid_t find_child(pid_t parent) {
 
 }  // namespace
 
-std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib) {
+std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib,
+                      int64_t hugepage_kib) {
     Json r(json_object());
     json_object_set_new(r.get(), "image", json_string(p.image.c_str()));
     json_object_set_new(r.get(), "format", json_string(p.image_format.c_str()));
@@ -168,6 +169,9 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
     json_object_set_new(r.get(), "memory_mib", json_integer(memory_mib));
     json_object_set_new(r.get(), "guest", json_string(p.hostname.c_str()));
     if (!p.ip.empty()) json_object_set_new(r.get(), "ip", json_string(p.ip.c_str()));
+    if (!p.fabric_ip.empty()) json_object_set_new(r.get(), "fabric_ip", json_string(p.fabric_ip.c_str()));
+    if (hugepage_kib > 0) json_object_set_new(r.get(), "hugepage_kib", json_integer(hugepage_kib));
+    if (!p.vf_link_layer.empty()) json_object_set_new(r.get(), "irq_profile", json_string(p.irq_profile.c_str()));
     if (!p.devices_json.empty()) {
         json_error_t e;
         if (json_t* d = json_loads(p.devices_json.c_str(), 0, &e)) json_object_set_new(r.get(), "devices", d);
@@ -428,7 +432,7 @@ int run_keeper(const KeeperOptions& o) {
         log::info("guest ready in " + std::to_string(t_ready - t0) + " ms");
         if (o.on_ready) {
             std::string rec = vm_record(p, t_created - t0, t_ready - t0, static_cast<int>(spec.host_cpus.size()),
-                                        spec.memory_mib);
+                                        spec.memory_mib, spec.hugepage_kib);
             ready_publisher.t = std::thread([cb = o.on_ready, p, rec, host_netns, ready_cancelled] {
                 if (host_netns >= 0) ::setns(host_netns, CLONE_NEWNET);  // this thread only
                 cb(p, rec, *ready_cancelled);

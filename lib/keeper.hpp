@@ -33,7 +33,8 @@ struct KeeperOptions {
 };
 
 // This node's accounting record of the job's VM (compact JSON object).
-std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib);
+std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib,
+                      int64_t hugepage_kib = 0);
 
 // Sizes the guest from the job's cgroups (CPUs one-to-one, memory minus the
 // overhead) and builds its domain description. Throws a one-sentence error

@@ -68,3 +68,20 @@ TEST_CASE("with a fabric, the guests' names resolve to their IPoIB addresses and
     p.fabric_ip.clear();
     CHECK(svm::seed_fabric_script(p).empty());
 }
+
+#include "keeper.hpp"
+
+TEST_CASE("the VM record says the fabric address, hugepages and the VF's profile", "[fabric]") {
+    auto p = fabric_plan();
+    p.irq_profile = "latency";
+    std::string r = svm::vm_record(p, 10, 20, 4, 1024, 2048);
+    CHECK(r.find("\"fabric_ip\":\"10.214.43.10\"") != std::string::npos);
+    CHECK(r.find("\"hugepage_kib\":2048") != std::string::npos);
+    CHECK(r.find("\"irq_profile\":\"latency\"") != std::string::npos);
+    p.fabric_ip.clear();
+    p.vf_link_layer.clear();
+    std::string plain = svm::vm_record(p, 10, 20, 4, 1024);
+    CHECK(plain.find("fabric_ip") == std::string::npos);
+    CHECK(plain.find("hugepage_kib") == std::string::npos);
+    CHECK(plain.find("irq_profile") == std::string::npos);
+}
