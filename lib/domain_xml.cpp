@@ -127,8 +127,13 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    <vcpupin vcpu='" + std::to_string(i) + "' cpuset='" + std::to_string(s.host_cpus[i]) + "'/>\n";
     x += "    <emulatorpin cpuset='" + format_cpulist(s.host_cpus) + "'/>\n";
     x += "  </cputune>\n";
-    if (s.numa_node >= 0)
+    if (s.numa_node >= 0) {
         x += "  <numatune>\n    <memory mode='strict' nodeset='" + std::to_string(s.numa_node) + "'/>\n  </numatune>\n";
+    } else if (s.numa_interleave.size() > 1) {
+        std::string set;
+        for (int n : s.numa_interleave) set += (set.empty() ? "" : ",") + std::to_string(n);
+        x += "  <numatune>\n    <memory mode='interleave' nodeset='" + set + "'/>\n  </numatune>\n";
+    }
     // q35 (PCIe) only for guests with passthrough devices: their layout needs
     // PCIe root and switch ports; every other guest stays as it was.
     x += std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") + "'>hvm</type>\n";

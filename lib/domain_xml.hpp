@@ -44,6 +44,8 @@ struct DomainSpec {
     // unchanged (i440fx "pc", libvirt's own addresses).
     std::vector<HostdevSpec> hostdevs;
     int numa_node = -1;              // bind guest memory to this host node (strict) when >= 0
+    // Else: interleave guest memory over these host nodes (devices on several).
+    std::vector<int> numa_interleave;
     int64_t hugepage_kib = 0;        // back guest memory with hugepages of this size (memory_mib a multiple)
 };
 

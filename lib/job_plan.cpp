@@ -62,6 +62,10 @@ std::string JobPlan::to_json() const {
     }
     json_object_set_new(j, "hostdevs", hd);
     set_int(j, "numa_node", numa_node);
+    json_t* nn = json_array();
+    for (int n : numa_nodes) json_array_append_new(nn, json_integer(n));
+    json_object_set_new(j, "numa_nodes", nn);
+    set_str(j, "placement", placement);
     set_str(j, "vf_link_layer", vf_link_layer);
     set_str(j, "vf_mac", vf_mac);
     set_str(j, "vf_port_guid", vf_port_guid);
@@ -128,6 +132,14 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
                               static_cast<int>(json_get_int(e, "numa_node").value_or(-1))});
     }
     p.numa_node = static_cast<int>(json_get_int(j, "numa_node").value_or(-1));
+    {
+        size_t k;
+        json_t* n;
+        json_array_foreach(json_object_get(j, "numa_nodes"), k, n) {
+            if (json_is_integer(n)) p.numa_nodes.push_back(static_cast<int>(json_integer_value(n)));
+        }
+    }
+    p.placement = json_get_string(j, "placement").value_or("");
     p.vf_link_layer = s("vf_link_layer");
     p.vf_mac = s("vf_mac");
     p.vf_port_guid = s("vf_port_guid");

@@ -46,6 +46,10 @@ struct JobPlan {
     std::vector<std::string> shares;    // host directories mounted at the same path in the guest
     std::vector<HostdevSpec> hostdevs;  // PCI functions passed through (GPUs, companions, VF), with role and NUMA node
     int numa_node = -1;                 // the devices' NUMA node, -1 = none/unknown
+    // The devices sit on several NUMA nodes: guest memory is interleaved over
+    // them (and `placement` says so). Empty otherwise.
+    std::vector<int> numa_nodes;
+    std::string placement;              // what was done for locality, in words
     // The VF, when the guest has one: how the guest finds its interface(s).
     std::string vf_link_layer;          // "infiniband" or "ethernet"
     std::string vf_mac, vf_port_guid;   // given to the VF by the device steps

@@ -172,6 +172,7 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
     if (!p.fabric_ip.empty()) json_object_set_new(r.get(), "fabric_ip", json_string(p.fabric_ip.c_str()));
     if (hugepage_kib > 0) json_object_set_new(r.get(), "hugepage_kib", json_integer(hugepage_kib));
     if (!p.vf_link_layer.empty()) json_object_set_new(r.get(), "irq_profile", json_string(p.irq_profile.c_str()));
+    if (!p.placement.empty()) json_object_set_new(r.get(), "placement", json_string(p.placement.c_str()));
     if (!p.devices_json.empty()) {
         json_error_t e;
         if (json_t* d = json_loads(p.devices_json.c_str(), 0, &e)) json_object_set_new(r.get(), "devices", d);
@@ -196,6 +197,7 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.hostdevs = p.hostdevs;
     for (size_t i = 0; i < p.shares.size(); ++i) d.shares.push_back({p.shares[i], "svmshare" + std::to_string(i)});
     d.numa_node = p.numa_node;
+    if (p.numa_node < 0) d.numa_interleave = p.numa_nodes;
     if (mem_limit_bytes) {
         int64_t job_mib = *mem_limit_bytes >> 20;
         d.memory_mib = job_mib - p.memory_overhead_mib;
@@ -317,6 +319,7 @@ int run_keeper(const KeeperOptions& o) {
         return fail(e.reason());
     }
     log::info("guest memory " + std::to_string(spec.memory_mib) + " MiB, " + backing);
+    if (!p.placement.empty()) log::info("placement: " + p.placement);
     std::string xml = domain_xml(spec);
     write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
 

@@ -236,6 +236,20 @@ void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDev
     p.vf_port_guid = pd.vf ? pd.vf->port_guid : "";
     p.numa_node = pd.numa_node.value_or(-1);
     p.device_cpus = pd.cpus;
+    // Locality, and what was done for it, in words (log and VM record).
+    p.numa_nodes.clear();
+    std::string nodes;
+    for (int n : plan.numa_nodes) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    if (p.numa_node >= 0) {
+        p.placement = "guest memory bound to NUMA node " + std::to_string(p.numa_node) +
+                      ", the devices' node; vCPUs on its CPUs first";
+    } else if (plan.numa_nodes.size() > 1) {
+        p.numa_nodes = plan.numa_nodes;
+        p.placement = "the devices sit on NUMA nodes " + nodes +
+                      ": guest memory interleaved over them, vCPUs on their CPUs first";
+    } else {
+        p.placement = "the devices' NUMA node is unknown: guest memory and vCPUs as Slurm placed the job";
+    }
 }
 
 PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {

@@ -495,3 +495,41 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
                    "after\n");
     svm::remove_tree(d);
 }
+
+TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, and the plan says so", "[placement]") {
+    svm::DevicePlan plan;
+    svm::PlannedDevice a, b;
+    a.address = svm::PciAddress::parse("0000:1b:00.0");
+    a.role = "gpu";
+    a.numa_node = 0;
+    b.address = svm::PciAddress::parse("0000:9b:00.0");
+    b.role = "gpu";
+    b.numa_node = 1;
+    plan.devices = {a, b};
+    plan.numa_nodes = {0, 1};
+    svm::PreparedDevices pd;
+    pd.hostdevs = {a.address, b.address};
+    pd.cpus = "0-15";
+    svm::JobPlan p;
+    svm::plan_devices_of_guest(p, plan, pd);
+    CHECK(p.numa_node == -1);
+    CHECK(p.numa_nodes == std::vector<int>{0, 1});
+    CHECK(p.placement == "the devices sit on NUMA nodes 0,1: guest memory interleaved over them, vCPUs on their CPUs first");
+    auto q = svm::JobPlan::from_json(p.to_json(), "plan");
+    CHECK(q.numa_nodes == p.numa_nodes);
+    CHECK(q.placement == p.placement);
+
+    svm::DomainSpec s = base_spec();
+    s.numa_interleave = {0, 1};
+    std::string x = svm::domain_xml(s);
+    CHECK(x.find("<memory mode='interleave' nodeset='0,1'/>") != std::string::npos);
+    CHECK(validates(x));
+    s.numa_node = 1;  // one node wins: strict
+    CHECK(svm::domain_xml(s).find("<memory mode='strict' nodeset='1'/>") != std::string::npos);
+
+    pd.numa_node = 0;
+    plan.numa_nodes = {0};
+    svm::plan_devices_of_guest(p, plan, pd);
+    CHECK(p.numa_nodes.empty());
+    CHECK(p.placement.find("bound to NUMA node 0") != std::string::npos);
+}
