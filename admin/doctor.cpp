@@ -1,5 +1,7 @@
 // slurm-vm doctor: is this node ready for VM jobs? One line per check, with
 // the fix for each failure; exit status 1 when any check fails.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -7,6 +9,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "config.hpp"
 #include "device_config.hpp"
 #include "doctor.hpp"
 #include "error.hpp"
@@ -39,7 +42,10 @@ const char* kDoctorHelp =
     "  vfs                  each configured VF provider has its VFs created\n"
     "  hugepages            hugepages reserved (a warning only)\n"
     "  qemu                 a QEMU binary is installed (and the libvirt version)\n"
-    "  slurm                Slurm settings (a hook: not checked yet)\n"
+    "  slurm                the Slurm settings the plugin relies on (PrologFlags,\n"
+    "                       process tracking, task plugin, prolog/epilog, plugstack)\n"
+    "  network              the guests' bridge exists (in its network namespace);\n"
+    "                       nft can hold the jobs' filters (network.isolate_jobs)\n"
     "\n"
     "Options:\n"
     "  --root DIR     read sysfs, /proc and /dev under DIR instead of / (binaries\n"
@@ -116,6 +122,18 @@ int cmd_doctor(const Args& args) {
             }
             return check_slurm_config(r.out, text);
         };
+    }
+    {
+        std::string path = config.empty() ? std::string(SVM_SYSCONFDIR) + "/slurm-vm.json" : config;
+        if (!opts.network_check && path_exists(path)) {
+            opts.network_check = [path] {
+                char host[256] = "";
+                ::gethostname(host, sizeof host - 1);
+                std::string node = host;
+                node = node.substr(0, node.find('.'));
+                return check_guest_network(load_config(path, node).network);
+            };
+        }
     }
     auto cfg = load_admin_device_config(config);
     SysfsRoot sysroot(root);

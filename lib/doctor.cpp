@@ -9,6 +9,7 @@
 #include "fs.hpp"
 #include "iommu_group.hpp"
 #include "pci_device.hpp"
+#include "proc.hpp"
 
 namespace svm {
 
@@ -251,6 +252,50 @@ bool skipped(const DoctorOptions& opts, const std::string& name) {
 
 }  // namespace
 
+std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
+    if (net.bridge.empty())
+        return {result("network", CheckStatus::warn, "no guest network configured (network.bridge): guests are unreachable",
+                       "set network.bridge and network.prefix in the node configuration")};
+    std::vector<std::string> in_ns;
+    if (!net.netns.empty()) in_ns = {"ip", "netns", "exec", net.netns};
+    RunOptions o;
+    o.timeout_ms = 20000;
+    o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    std::vector<CheckResult> out;
+    std::string where = net.netns.empty() ? "" : " in network namespace " + net.netns;
+    std::vector<std::string> show = in_ns;
+    for (const char* a : {"ip", "-o", "link", "show", "dev"}) show.push_back(a);
+    show.push_back(net.bridge);
+    RunResult b = run(show, o);
+    if (!b.ok() || b.out.find(net.bridge) == std::string::npos)
+        out.push_back(result("network bridge", CheckStatus::fail, "bridge " + net.bridge + " not found" + where,
+                             "create it (ip link add " + net.bridge + " type bridge) with the uplink the guests share"));
+    else
+        out.push_back(result("network bridge", CheckStatus::ok, "bridge " + net.bridge + where));
+    if (net.isolate_jobs) {
+        std::vector<std::string> nft = in_ns;
+        for (const char* a : {"nft", "list", "tables", "bridge"}) nft.push_back(a);
+        RunResult n = run(nft, o);
+        if (!n.ok())
+            out.push_back(result("network isolation", CheckStatus::fail,
+                                 "nft cannot list bridge tables" + where + ": " + trim(n.err + n.out),
+                                 "install nftables (and the kernel's nf_tables bridge support), or set "
+                                 "network.isolate_jobs to false where no two jobs share the bridge"));
+        else
+            out.push_back(result("network isolation", CheckStatus::ok,
+                                 "nft works" + where + "; jobs' filters installed now: " +
+                                     std::to_string(std::count(n.out.begin(), n.out.end(), '\n'))));
+    } else {
+        out.push_back(result("network isolation", CheckStatus::warn, "network.isolate_jobs is off: jobs' guests can reach each other",
+                             "turn it on unless no two jobs ever share the bridge"));
+    }
+    if (net.fabric == "ipoib")
+        out.push_back(result("network fabric", CheckStatus::ok,
+                             "jobs' traffic over IPoIB on their VFs, addresses from " + net.fabric_prefix +
+                                 " (needs an InfiniBand PF in devices.vf_providers)"));
+    return out;
+}
+
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts) {
     IommuState st = read_iommu_state(root);
     std::vector<std::pair<std::string, std::function<std::vector<CheckResult>()>>> checks = {
@@ -262,6 +307,11 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
         {"hugepages", [&] { return check_hugepages(root); }},
         {"qemu", [&] { return check_qemu(opts); }},
         {"slurm", [&] { return opts.slurm_check ? opts.slurm_check() : check_slurm_settings(); }},
+        {"network", [&] {
+             return opts.network_check ? opts.network_check()
+                                       : std::vector<CheckResult>{result("network", CheckStatus::skip,
+                                                                         "no node configuration given (--config)")};
+         }},
     };
     std::vector<CheckResult> out;
     for (const auto& [name, fn] : checks) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "device_config.hpp"
 #include "json.hpp"
 #include "sysfs.hpp"
@@ -28,6 +29,9 @@ struct DoctorOptions {
                                               "/usr/bin/qemu-kvm"};
     // The Slurm settings check; default check_slurm_settings().
     std::function<std::vector<CheckResult>()> slurm_check;
+    // The guests' network (check_guest_network with the node's settings);
+    // unset: SKIP.
+    std::function<std::vector<CheckResult>()> network_check;
 };
 
 // Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
@@ -40,6 +44,10 @@ std::vector<CheckResult> check_slurm_settings();
 std::vector<CheckResult> check_slurm_config(const std::string& show_config, const std::string& plugstack_text);
 // "Key = value" of `scontrol show config` ("" when absent).
 std::string slurm_config_value(const std::string& show_config, const std::string& key);
+
+// The guests' bridge exists (in its network namespace), and nft can hold the
+// jobs' filters when isolate_jobs is on; the fabric's settings are coherent.
+std::vector<CheckResult> check_guest_network(const NetworkConfig& net);
 
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
 bool doctor_failed(const std::vector<CheckResult>& results);

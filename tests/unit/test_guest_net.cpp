@@ -26,3 +26,24 @@ TEST_CASE("the job filter admits only the job's own /24 and the gateway", "[net]
     CHECK_THROWS_WITH(job_filter("10.213.0.0/24", 1, ""), Catch::Contains("must be an IPv4 /16"));
     CHECK_THROWS(remove_job_filter("", "filter"));  // only our tables
 }
+
+#include "doctor.hpp"
+
+TEST_CASE("doctor's network check names a missing bridge and a disabled isolation", "[net]") {
+    svm::NetworkConfig net;
+    net.bridge = "svm-no-such-br";
+    auto r = svm::check_guest_network(net);
+    REQUIRE(r.size() >= 2);
+    CHECK(r[0].name == "network bridge");
+    CHECK(r[0].status == svm::CheckStatus::fail);
+    CHECK(r[0].message == "bridge svm-no-such-br not found");
+    net.isolate_jobs = false;
+    auto off = svm::check_guest_network(net);
+    CHECK(off[1].status == svm::CheckStatus::warn);
+    CHECK(svm::check_guest_network(svm::NetworkConfig{})[0].status == svm::CheckStatus::warn);
+    // nft itself: works on this machine (the cluster's isolation needs it).
+    net.isolate_jobs = true;
+    auto on = svm::check_guest_network(net);
+    CHECK(on[1].name == "network isolation");
+    CHECK(on[1].status == svm::CheckStatus::ok);
+}
