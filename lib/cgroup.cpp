@@ -1,5 +1,9 @@
 #include "cgroup.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <functional>
 #include <sstream>
 
 #include "cpuset.hpp"
@@ -39,13 +43,57 @@ static std::string mount_dir_for(const std::string& ctrl, const std::string& cgr
     return "";
 }
 
-void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root) {
+std::string job_level_path(const std::string& path) {
+    size_t pos = 0;
+    while ((pos = path.find("/job_", pos)) != std::string::npos) {
+        size_t end = path.find('/', pos + 1);
+        std::string id = path.substr(pos + 5, end == std::string::npos ? std::string::npos : end - pos - 5);
+        if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos)
+            return end == std::string::npos ? path : path.substr(0, end);
+        pos += 5;
+    }
+    return path;
+}
+
+int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root) {
+    int removed = 0;
+    std::string job = "job_" + std::to_string(job_id);
+    std::function<void(const std::string&, int)> walk = [&](const std::string& dir, int depth) {
+        if (depth > 6) return;
+        for (const auto& name : list_dir(dir)) {
+            std::string sub = path_join(dir, name);
+            struct stat st;
+            if (::lstat(sub.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+            if (name == job) {
+                // Deepest first: task_N, step_*, then the job itself.
+                std::function<void(const std::string&)> rm = [&](const std::string& d) {
+                    for (const auto& n : list_dir(d)) {
+                        std::string c = path_join(d, n);
+                        struct stat cs;
+                        if (::lstat(c.c_str(), &cs) == 0 && S_ISDIR(cs.st_mode)) rm(c);
+                    }
+                    if (::rmdir(d.c_str()) == 0) ++removed;
+                };
+                rm(sub);
+            } else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0) {
+                walk(sub, depth + 1);
+            }
+        }
+    };
+    walk(cgroup_root, 0);
+    return removed;
+}
+
+void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root, bool job_level_freezer) {
     auto groups = cgroups_of(model);
     bool any = false;
-    for (const auto& [ctrl, path] : groups) {
+    for (const auto& [ctrl_list, group_path] : groups) {
+        const std::string& ctrl = ctrl_list;
+        std::string path = group_path;
         if (path == "/" || path.empty()) continue;
         std::string dir = mount_dir_for(ctrl, cgroup_root);
         if (dir.empty()) continue;
+        if (job_level_freezer && ("," + ctrl + ",").find(",freezer,") != std::string::npos) path = job_level_path(path);
         std::string procs = path_join(path_join(dir, path), "cgroup.procs");
         try {
             write_sysfs(procs, std::to_string(pid));

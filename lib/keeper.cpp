@@ -291,11 +291,13 @@ int run_keeper(const KeeperOptions& o) {
         return 1;
     };
 
-    // 1. Into the job's cgroups: QEMU, started below, inherits them.
+    // 1. Into the job's cgroups: QEMU, started below, inherits them. The
+    // extern step's own, except the freezer (Slurm's signals to that step
+    // would end the guest before the tasks' signal reaches it): the job's.
     if (o.join_cgroup_of > 0) {
         pid_t task = find_child(o.join_cgroup_of);
         try {
-            join_cgroups_of(task > 0 ? task : o.join_cgroup_of, ::getpid());
+            join_cgroups_of(task > 0 ? task : o.join_cgroup_of, ::getpid(), "/sys/fs/cgroup", true);
         } catch (const Error& e) {
             return fail("the guest could not be placed in the job's cgroup on " + p.node + ": " + e.chain());
         }

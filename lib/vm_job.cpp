@@ -22,6 +22,7 @@
 #include "libvirt_session.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "cgroup.hpp"
 #include "device_steps.hpp"
 #include "job_keys.hpp"
 
@@ -540,6 +541,9 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
             failures.push_back(e.chain());
         }
     }
+    // The guest outlived the extern step in the job's cgroups (see
+    // join_cgroups_of): their directories, empty now, are ours to remove.
+    if (failures.empty() && cfg.sysfs_root == "/") remove_job_cgroups(job_id);
     return failures;
 }
 

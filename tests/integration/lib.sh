@@ -73,7 +73,7 @@ wait_clean() {
 }
 
 # What is left of job ID (empty = nothing): job dirs, ledgers, leases,
-# keepers and guests on every node.
+# keepers, guests and cgroups on every node.
 leftovers() {
     local id="$1" n out=""
     for n in "${SVM_NODES[@]}"; do
@@ -83,7 +83,29 @@ leftovers() {
     if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
     if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
     if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi
+    if [[ -n "$(find /sys/fs/cgroup -mindepth 4 -maxdepth 4 -name "job_$id" 2>/dev/null | head -n1)" ]]; then
+        out+=" cgroup"
+    fi
     echo "${out# }"
+}
+
+# wait_output FILE PATTERN WHAT TIMEOUT: until PATTERN (grep) is in FILE.
+wait_output() {
+    local end=$(( $(date +%s) + $4 ))
+    until grep -q "$2" "$1" 2>/dev/null; do
+        (( $(date +%s) < end )) || fail "$3: '$2' not in $1 after $4 s: $(cat "$1" 2>/dev/null)"
+        sleep 0.5
+    done
+}
+
+# wait_drained NODE TIMEOUT WHY: until NODE is drained; prints its reason.
+wait_drained() {
+    local end=$(( $(date +%s) + $2 ))
+    until [[ "$(sinfo -h -n "$1" -o '%t')" == drain* ]]; do
+        (( $(date +%s) < end )) || fail "$1 not drained after $2 s although $3"
+        sleep 1
+    done
+    sinfo -h -n "$1" -o '%E'
 }
 
 no_node_drained() {

@@ -25,8 +25,10 @@ grep -q "memory:/slurm_node2/uid_2001/job_$id/step_extern" "/proc/$qpid/cgroup" 
     || fail "QEMU ($qpid) is not in the job's memory cgroup: $(cat /proc/$qpid/cgroup)"
 grep -q "cpuset:/slurm_node2/uid_2001/job_$id/step_extern" "/proc/$qpid/cgroup" \
     || fail "QEMU is not in the job's cpuset cgroup"
-grep -q "freezer:/slurm_node2/uid_2001/job_$id/step_extern" "/proc/$qpid/cgroup" \
-    || fail "QEMU is not in the job's freezer cgroup (Slurm would not kill it with the job)"
+# The freezer (how Slurm signals and kills a step) at the job's level: a
+# signal to the extern step must not end the guest; the epilog does.
+grep -qE "freezer:/slurm_node2/uid_2001/job_$id\$" "/proc/$qpid/cgroup" \
+    || fail "QEMU is not in the job's own freezer cgroup: $(grep freezer "/proc/$qpid/cgroup")"
 limit="$(cat "/sys/fs/cgroup/memory/slurm_node2/uid_2001/job_$id/memory.limit_in_bytes")"
 [[ "$limit" == $((1500 * 1024 * 1024)) ]] || fail "the job's memory limit is $limit, expected 1500 MiB"
 pass "QEMU $qpid runs in job $id's cgroups (memory limit $((limit >> 20)) MiB)"

@@ -109,12 +109,7 @@ id="$(submit_gpu_job "$wd")"
 log "GPU job $id on node3; $GPU will not leave vfio-pci"
 st="$(wait_job "$id" 300)"
 [[ "$st" == FAILED ]] || fail "job $id ended $st"
-end=$((SECONDS + 60))
-until [[ "$(sinfo -h -n node3 -o '%t')" == drain* ]]; do
-    ((SECONDS < end)) || fail "node3 not drained 60 s after job $id although $GPU was not given back"
-    sleep 1
-done
-reason="$(sinfo -h -n node3 -o '%E')"
+reason="$(wait_drained node3 60 "job $id did not give $GPU back")"
 [[ "$reason" == "slurm-vm: job $id: "*"$GPU"* ]] || fail "node3's drain reason does not name $GPU: '$reason'"
 [[ "$("$K" --driver "$TREE" "$GPU")" == vfio-pci ]] || fail "$GPU left vfio-pci: not quarantined"
 [[ -e "$SVM_STATE_ROOT/node3/ledger/job_$id.json" ]] || fail "the ledger of job $id is gone: sweep cannot repair"
@@ -139,12 +134,7 @@ fresh_tree
 "$K" --busy "$TREE" "$GPU@nvidia" -1
 id="$(submit_gpu_job "$wd")"
 log "GPU job $id on node3; $GPU will not leave nvidia"
-end=$((SECONDS + 120))
-until [[ "$(sinfo -h -n node3 -o '%t')" == drain* ]]; do
-    ((SECONDS < end)) || fail "node3 not drained 120 s after job $id's prolog could not take $GPU"
-    sleep 1
-done
-reason="$(sinfo -h -n node3 -o '%E')"
+reason="$(wait_drained node3 120 "job $id's prolog could not take $GPU")"
 [[ "$reason" == "slurm-vm: job $id: "*"$GPU"*"did not release"* ]] ||
     fail "node3's drain reason does not name $GPU and the cause: '$reason'"
 end=$((SECONDS + 60))
@@ -171,12 +161,7 @@ json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 fresh_tree
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -w node3 -t 5 $(vm_opts) -o "$wd/slurm-%j.out" --wrap 'echo guest ran')"
-end=$((SECONDS + 120))
-until [[ "$(sinfo -h -n node3 -o '%t')" == drain* ]]; do
-    ((SECONDS < end)) || fail "node3 not drained although its guest of job $id cannot join the IPoIB fabric"
-    sleep 1
-done
-reason="$(sinfo -h -n node3 -o '%E')"
+reason="$(wait_drained node3 120 "job $id's guest cannot join the IPoIB fabric")"
 [[ "$reason" == *'network.fabric is "ipoib" but the guest on node3 gets no InfiniBand VF'* ]] ||
     fail "node3's drain reason does not say what is missing: '$reason'"
 scancel "$id"

@@ -1,9 +1,8 @@
 #!/bin/bash
 # Signals reach the processes in the guest: `scancel --signal=SIG` (to the
-# batch script with -b, to an srun step without). A plain `scancel` (or the
-# time limit) ends the guest with the job: Slurm kills the job's extern step,
-# which holds the guest, at once; a job that wants a warning asks for one with
-# sbatch --signal, which travels like scancel --signal.
+# batch script with -b, to a step, or job-wide), and the time limit's TERM.
+# The guest is in the extern step's cgroups except the freezer, so Slurm's
+# signals to that step do not end it; the epilog does.
 source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
@@ -16,13 +15,6 @@ while :; do sleep 1 & wait $!; done
 EOF
 chown -R "$SVM_USER:" "$wd"
 
-wait_output() { # file pattern what timeout
-    local end=$(( $(date +%s) + $4 ))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        (( $(date +%s) < end )) || fail "$3: '$2' not in $1 after $4 s: $(cat "$1" 2>/dev/null)"
-        sleep 0.5
-    done
-}
 
 # 1. The batch script.
 # shellcheck disable=SC2046
@@ -41,19 +33,43 @@ grep -q "got TERM in node1-vm" "$wd/slurm-$id.out" ||
 wait_clean "$id" 60
 pass "job $id: scancel -b --signal=USR1, then TERM, reached the batch script in its guest (its trap ended the job)"
 
-# 2. An srun step (srun --vm-image, no sbatch): the step's task gets USR1.
-# (Not a job-wide `scancel --signal`: Slurm 22.05 sends that to its own
-# process of the extern step too, which ends the step, and the guest with it.)
+# 2. An srun step (srun --vm-image, no sbatch): the step's task gets USR1
+# sent to the whole job (every step: the extern step's own process dies of
+# it, the guest does not) and then to the step alone.
 out="$wd/srun.out"
 (cd "$wd" && as_user "$SVM_USER" srun -N1 -w node2 -t 10 $(vm_opts) bash ./job.sh >"$out" 2>&1) &
 srun_pid=$!
 wait_output "$out" started "srun --vm-image" 600
 sid="$(squeue -h -u "$SVM_USER" -w node2 -o %i | head -n1)"
 [[ -n "$sid" ]] || fail "no job of $SVM_USER on node2 while srun runs"
+as_user "$SVM_USER" scancel --signal=USR1 "$sid"
+wait_output "$out" "got USR1 in node2-vm" "scancel --signal=USR1 $sid (the whole job)" 60
+sleep 2
+pgrep -f "guest=slurm-vm-$sid-node2" >/dev/null || fail "job $sid's guest died of the job-wide USR1"
 as_user "$SVM_USER" scancel --signal=USR1 "$sid.0"
-wait_output "$out" "got USR1 in node2-vm" "scancel --signal=USR1 $sid.0 (srun step)" 60
+end=$(( $(date +%s) + 60 ))
+until [[ "$(grep -c "got USR1" "$out")" == 2 ]]; do
+    (( $(date +%s) < end )) || fail "scancel --signal=USR1 $sid.0 (the step) did not reach the task: $(cat "$out")"
+    sleep 0.5
+done
 as_user "$SVM_USER" scancel "$sid"
 wait "$srun_pid" || true
 wait_clean "$sid" 60
+pass "job $sid: scancel --signal=USR1, job-wide then to the step, reached the srun task in its guest; the guest lived on"
+
+# 3. The time limit: Slurm's TERM reaches the batch script in its guest,
+# whose trap runs before the job ends.
+wd3="$(workdir)"
+cp "$wd/job.sh" "$wd3/job.sh"
+chown -R "$SVM_USER:" "$wd3"
+# shellcheck disable=SC2046
+id="$(cd "$wd3" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 1 $(vm_opts) job.sh)"
+log "job $id with a 1-minute limit"
+wait_output "$wd3/slurm-$id.out" started "job $id" 600
+state="$(wait_job "$id" 300)"
+[[ "$state" == TIMEOUT ]] || fail "job $id ended $state, not TIMEOUT: $(cat "$wd3/slurm-$id.out")"
+grep -q "got TERM in node1-vm" "$wd3/slurm-$id.out" ||
+    fail "the time limit's TERM did not reach the script in its guest: $(cat "$wd3/slurm-$id.out")"
+wait_clean "$id" 60
 no_node_drained
-pass "job $sid: scancel --signal=USR1 reached the srun task in its guest"
+pass "job $id: the time limit's TERM reached the batch script in its guest (its trap ran)"

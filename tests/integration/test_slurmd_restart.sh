@@ -12,11 +12,7 @@ chown -R "$SVM_USER:" "$wd"
 # shellcheck disable=SC2046
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 10 $(vm_opts) job.sh)"
 log "submitted job $id"
-end=$(( $(date +%s) + 600 ))
-until grep -q started "$wd/slurm-$id.out" 2>/dev/null; do
-    (( $(date +%s) < end )) || fail "job $id never started in its guest"
-    sleep 1
-done
+wait_output "$wd/slurm-$id.out" started "job $id in its guest" 600
 
 pidf="$SVM_CLUSTER_DIR/run/slurmd-node1.pid"
 old="$(cat "$pidf")"

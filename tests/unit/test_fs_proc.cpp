@@ -45,3 +45,28 @@ TEST_CASE("shell_quote survives single quotes") {
     auto r = svm::run({"/bin/sh", "-c", "printf %s " + svm::shell_quote("it's $HOME `x`")});
     CHECK(r.out == "it's $HOME `x`");
 }
+
+#include "cgroup.hpp"
+
+TEST_CASE("the job level of a Slurm cgroup path", "[cgroup]") {
+    CHECK(svm::job_level_path("/slurm_node1/uid_2001/job_42/step_extern/task_0") == "/slurm_node1/uid_2001/job_42");
+    CHECK(svm::job_level_path("/slurm/uid_1/job_7/step_extern") == "/slurm/uid_1/job_7");
+    CHECK(svm::job_level_path("/slurm/uid_1/job_7") == "/slurm/uid_1/job_7");
+    CHECK(svm::job_level_path("/slurm/uid_1/job_x/step_0") == "/slurm/uid_1/job_x/step_0");
+    CHECK(svm::job_level_path("/user.slice") == "/user.slice");
+}
+
+TEST_CASE("remove_job_cgroups removes only the job's empty directories, deepest first", "[cgroup]") {
+    std::string root = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-cg.XXXXXX"}));
+    for (const char* d : {"memory/slurm_n1/uid_1/job_42/step_extern/task_0", "freezer/slurm_n1/uid_1/job_42",
+                          "memory/slurm_n1/uid_1/job_420/step_0", "cpuset/slurm_n1/uid_1/job_43"})
+        svm::mkdir_p(root + "/" + d);
+    svm::write_file_atomic(root + "/cpuset/slurm_n1/uid_1/job_43/keep", "");  // a non-empty one stays
+    CHECK(svm::remove_job_cgroups(42, root) == 4);
+    CHECK_FALSE(svm::path_exists(root + "/memory/slurm_n1/uid_1/job_42"));
+    CHECK_FALSE(svm::path_exists(root + "/freezer/slurm_n1/uid_1/job_42"));
+    CHECK(svm::path_exists(root + "/memory/slurm_n1/uid_1/job_420/step_0"));
+    CHECK(svm::remove_job_cgroups(43, root) == 0);
+    CHECK(svm::path_exists(root + "/cpuset/slurm_n1/uid_1/job_43"));
+    svm::remove_tree(root);
+}
