@@ -248,9 +248,9 @@ int run_keeper(const KeeperOptions& o) {
     sa.sa_handler = on_term;
     ::sigaction(SIGTERM, &sa, nullptr);
     // Signals sent to the job's steps are for the tasks (slurm-vm-exec
-    // carries them into the guest), not for us. (A job-wide `scancel
-    // --signal` also ends Slurm's own process of the extern step, and with
-    // it the step: use -b or JOBID.STEP to signal tasks in guests.)
+    // carries them into the guest), not for us (we are out of the extern
+    // step's freezer anyway: see join_cgroups_of). The epilog stops us with
+    // TERM.
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
 
     int host_netns = -1;  // the host's network namespace, once we leave it
