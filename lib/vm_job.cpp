@@ -543,7 +543,7 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     }
     // The guest outlived the extern step in the job's cgroups (see
     // join_cgroups_of): their directories, empty now, are ours to remove.
-    if (failures.empty() && cfg.sysfs_root == "/") remove_job_cgroups(job_id);
+    if (failures.empty()) remove_job_cgroups(job_id);
     return failures;
 }
 
