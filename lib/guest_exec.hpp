@@ -34,8 +34,11 @@ std::string remote_shell_command(const GuestCommand& c);
 // shell, which sshd made a session (and group) leader: the group is the
 // task with everything it started.
 std::string remote_signal_command(const std::string& pid_file, const std::string& sig);
-// The signal's name for kill(1), "" for signals that are not forwarded.
+// The signals carried into the guest (TERM, INT, HUP, QUIT, USR1, USR2),
+// their names for kill(1) ("" for any other), and back (0 for any other).
+const std::vector<int>& forwarded_signals();
 std::string forwarded_signal_name(int sig);
+int forwarded_signal_number(const std::string& name);
 // Which variables of the task travel into the guest.
 bool forwarded_variable(const std::string& name);
 // ssh argv (without the remote command); `self` is the path of slurm-vm-exec

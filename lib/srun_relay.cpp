@@ -16,6 +16,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_exec.hpp"
 
 namespace svm {
 
@@ -98,13 +99,6 @@ void pump(int from, int to) {
         if (n <= 0) break;
         if (!write_all(to, buf, static_cast<size_t>(n))) break;
     }
-}
-
-int signal_named(const std::string& name) {
-    static const std::map<std::string, int> m = {{"INT", SIGINT},   {"TERM", SIGTERM}, {"HUP", SIGHUP},
-                                                 {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
-    auto it = m.find(name);
-    return it == m.end() ? 0 : it->second;
 }
 
 std::string new_token() {
@@ -200,14 +194,15 @@ void SrunRelay::handle(int fd) {
         if (run->pid == 0) {
             // The batch step's environment is ours: srun starts a step of this job.
             if (::chdir(fields[0].c_str()) != 0) {
-                std::fprintf(stderr, "srun: slurm-vm: %s does not exist on the host; running in %s\n",
-                             fields[0].c_str(), "the job's directory");
+                std::fprintf(stderr, "srun: slurm-vm: %s does not exist on the host; running in the job's directory\n",
+                             fields[0].c_str());
             }
             int null = ::open("/dev/null", O_RDONLY);
             ::dup2(null, 0);
             ::dup2(out[1], 1);
             ::dup2(err[1], 2);
-            for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) ::signal(sig, SIG_DFL);
+            for (int sig : forwarded_signals()) ::signal(sig, SIG_DFL);
+            ::signal(SIGPIPE, SIG_DFL);
             // The plugin's own variables of the batch task are not the step's.
             for (const char* v : {"SLURM_VM_PLAN", "SLURM_VM_BATCH", "SLURM_VM_ARGV0", "SLURM_VM_PREPENDED"})
                 ::unsetenv(v);
@@ -271,7 +266,7 @@ void SrunRelay::handle(int fd) {
         std::lock_guard<std::mutex> g(mu_);
         runs_.erase(token);
     } else if (verb == "SIGNAL") {
-        int sig = signal_named(arg.substr(arg.find(' ') + 1));
+        int sig = forwarded_signal_number(arg.substr(arg.find(' ') + 1));
         std::lock_guard<std::mutex> g(run->mu);
         if (sig && !run->done) ::kill(run->pid, sig);
     }

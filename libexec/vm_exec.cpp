@@ -104,7 +104,7 @@ void on_signal(int sig) {
 // too; they must outlive the signal to carry it into the guest. (ssh keeps
 // a signal ignored when it starts with it ignored.)
 void ignore_job_signals() {
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_IGN);
+    for (int sig : svm::forwarded_signals()) ::signal(sig, SIG_IGN);
 }
 
 // Sends `sig` to the task's process group in the guest over a second SSH
@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
             _exit(255);
         }
         if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) SVM_THROW_ERRNO("pipe");
-        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT}) {
+        for (int sig : svm::forwarded_signals()) {
             struct sigaction sa {};
             sa.sa_handler = on_signal;
             ::sigemptyset(&sa.sa_mask);
@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
         }
         for (const auto& [h, sig] : relays) {
             (void)sig;
-            ::kill(h, SIGTERM);
+            ::kill(h, SIGKILL);  // it ignores the job's signals (ignore_job_signals)
             ::waitpid(h, nullptr, 0);
         }
         int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);

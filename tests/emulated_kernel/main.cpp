@@ -62,8 +62,7 @@ void build_gpu_node(const std::string& root) {
     scratch.save_state();
     mkdir_p(root);
     ::chmod(scratch.root().c_str(), 0755);
-    std::string cmd = "cp -a " + shell_quote(scratch.root()) + "/. " + shell_quote(root) + "/";
-    if (std::system(cmd.c_str()) != 0) SVM_THROW("cannot copy the fake tree to " + root);
+    run_checked({"cp", "-a", scratch.root() + "/.", root + "/"});
 }
 
 }  // namespace

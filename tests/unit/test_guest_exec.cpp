@@ -45,4 +45,6 @@ TEST_CASE("a signal sent with the signal command reaches the task and its childr
     CHECK(svm::run({"/bin/sh", "-c", svm::remote_signal_command(pid_file, "TERM")}).status == 3);
     CHECK(svm::forwarded_signal_name(SIGUSR1) == "USR1");
     CHECK(svm::forwarded_signal_name(SIGCONT).empty());
+    for (int sig : svm::forwarded_signals()) CHECK(svm::forwarded_signal_number(svm::forwarded_signal_name(sig)) == sig);
+    CHECK(svm::forwarded_signal_number("KILL") == 0);
 }

@@ -85,6 +85,14 @@ size_t count(const std::string& hay, const std::string& needle) {
     return n;
 }
 
+svm::PlannedDevice planned(const char* address, const char* role, int numa_node) {
+    svm::PlannedDevice d;
+    d.address = svm::PciAddress::parse(address);
+    d.role = role;
+    d.numa_node = numa_node;
+    return d;
+}
+
 }  // namespace
 
 // --- Hugepages ---------------------------------------------------------------
@@ -297,13 +305,7 @@ TEST_CASE("a function whose NUMA node is unknown joins the switch of the guest m
 
 TEST_CASE("the prepared devices go into the plan with their roles and the VF's identity", "[placement]") {
     svm::DevicePlan plan;
-    svm::PlannedDevice gpu, audio;
-    gpu.address = svm::PciAddress::parse("0000:3b:00.0");
-    gpu.role = "gpu";
-    gpu.numa_node = 0;
-    audio.address = svm::PciAddress::parse("0000:3b:00.1");
-    audio.role = "companion";
-    audio.numa_node = 0;
+    svm::PlannedDevice gpu = planned("0000:3b:00.0", "gpu", 0), audio = planned("0000:3b:00.1", "companion", 0);
     plan.devices = {gpu, audio};
     svm::PreparedDevices pd;
     svm::VfAssignment vf;
@@ -498,13 +500,7 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
 
 TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, and the plan says so", "[placement]") {
     svm::DevicePlan plan;
-    svm::PlannedDevice a, b;
-    a.address = svm::PciAddress::parse("0000:1b:00.0");
-    a.role = "gpu";
-    a.numa_node = 0;
-    b.address = svm::PciAddress::parse("0000:9b:00.0");
-    b.role = "gpu";
-    b.numa_node = 1;
+    svm::PlannedDevice a = planned("0000:1b:00.0", "gpu", 0), b = planned("0000:9b:00.0", "gpu", 1);
     plan.devices = {a, b};
     plan.numa_nodes = {0, 1};
     svm::PreparedDevices pd;
