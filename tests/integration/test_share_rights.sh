@@ -21,7 +21,8 @@ echo "mine" >"$wd/mine.txt"
 cat >"$wd/job.sh" <<SCRIPT
 #!/bin/bash
 echo "whoami \$(id -un) in \$(hostname)"
-cat "$secret" && echo "READ-SECRET" || echo "secret refused"
+# cat's complaint on stdout too: one stream keeps the lines in order.
+cat "$secret" 2>&1 && echo "READ-SECRET" || echo "secret refused"
 touch "$rootdir/x" 2>/dev/null && echo "WROTE-ROOTDIR" || echo "rootdir refused"
 cat mine.txt
 echo "written in the guest" >from-guest.txt
@@ -36,6 +37,7 @@ out="$(cat "$wd/slurm-$id.out" 2>/dev/null)"
 grep -q "^whoami $SVM_USER in node[1-3]-vm$" <<<"$out" || fail "the script did not run as $SVM_USER in a guest: $out"
 grep -q "READ-SECRET\|not for" <<<"$out" && fail "the guest read $secret (another user's 0600 file): $out"
 grep -q "^secret refused$" <<<"$out" || fail "reading $secret did not fail cleanly: $out"
+grep -q "^cat: $secret: Permission denied$" <<<"$out" || fail "reading $secret did not fail with EACCES: $out"
 grep -q "WROTE-ROOTDIR" <<<"$out" && fail "the guest wrote into root's $rootdir: $out"
 [[ -e "$rootdir/x" ]] && fail "$rootdir/x exists on the host"
 grep -q "^mine$" <<<"$out" || fail "the guest could not read the user's own file: $out"
