@@ -134,6 +134,9 @@ int cmd_doctor(const Args& args) {
                 return check_guest_network(load_config(path, node).network);
             };
         }
+        if (!opts.kvm_check && path_exists(path)) {
+            opts.kvm_check = [path] { return check_kvm_access(load_config(path, "")); };
+        }
     }
     auto cfg = load_admin_device_config(config);
     SysfsRoot sysroot(root);

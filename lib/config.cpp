@@ -10,6 +10,9 @@
 
 namespace svm {
 
+// Slurm's job ids stay below MaxJobId, at most 0x03ff0000 (67043328).
+static constexpr uint32_t kMaxJobGidSpan = 0x03ff0000u;
+
 std::string expand_node(const std::string& s, const std::string& node_name) {
     std::string out;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -25,6 +28,10 @@ std::string expand_node(const std::string& s, const std::string& node_name) {
 
 std::string NodeConfig::job_dir(uint32_t job_id) const {
     return path_join(state_dir, "job_" + std::to_string(job_id));
+}
+gid_t NodeConfig::job_gid(uint32_t job_id) const {
+    if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
+    return static_cast<gid_t>(job_gid_base + job_id);
 }
 std::string NodeConfig::ledger_dir() const { return path_join(state_dir, "ledger"); }
 std::string NodeConfig::ledger_path(uint32_t job_id) const {
@@ -59,7 +66,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -76,6 +83,14 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         if (auto v = json_get_int(root.get(), "default_guest_memory_mib")) c.default_guest_memory_mib = *v;
         if (auto v = json_get_string(root.get(), "default_cmdline")) c.default_cmdline = *v;
         if (auto v = json_get_string(root.get(), "secret_file")) c.secret_file = *v;
+        if (auto v = json_get_int(root.get(), "job_gid_base")) {
+            if (*v < 1000 || *v + kMaxJobGidSpan > 0x7fffffffLL)
+                SVM_THROW("\"job_gid_base\" must be at least 1000 and leave room for every job id below 2^31 (at most " +
+                          std::to_string(0x7fffffffLL - kMaxJobGidSpan) + ")");
+            c.job_gid_base = static_cast<uint32_t>(*v);
+        }
+        if (auto v = json_get_string(root.get(), "kvm_device")) c.kvm_device = *v;
+        if (c.kvm_device.empty() || c.kvm_device[0] != '/') SVM_THROW("\"kvm_device\" must be an absolute path");
         if (auto v = json_get_string(root.get(), "sysfs_root")) c.sysfs_root = *v;
         if (auto v = json_get_string(root.get(), "log_dir")) c.log_dir = *v;
         if (c.log_dir.empty() || c.log_dir[0] != '/') SVM_THROW("\"log_dir\" must be an absolute path");

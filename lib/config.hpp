@@ -2,6 +2,8 @@
 // lives, how guests are built and networked, site policy. One file per node
 // (or one shared by all nodes: "%n" in paths is replaced by the node name).
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +36,14 @@ struct NodeConfig {
     std::string domain_type = "kvm";   // "kvm" in production, "qemu" (TCG) where KVM is absent
     std::string emulator = "/usr/bin/qemu-system-x86_64";
     std::string qemu_img = "/usr/bin/qemu-img";
+    // Each job's guest (QEMU) runs with a group of its own: job_gid_base +
+    // the job id (Slurm's job ids are unique, so the group is the job's and
+    // no one else's). The site keeps [job_gid_base, job_gid_base + MaxJobId]
+    // free of other groups. Default 0x70000000: above systemd's container range.
+    uint32_t job_gid_base = 0x70000000u;
+    // The KVM device; when it exists, the job's group gets an ACL entry on it
+    // for the job's lifetime (libvirt checks it even for TCG guests).
+    std::string kvm_device = "/dev/kvm";
     int boot_timeout_s = 300;
     int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
     int64_t min_guest_memory_mib = 256;
@@ -64,6 +74,7 @@ struct NodeConfig {
     Json devices;                  // the "devices" object (device layer), may be null
 
     std::string job_dir(uint32_t job_id) const;
+    gid_t job_gid(uint32_t job_id) const;  // the job's guest group (see job_gid_base)
     std::string ledger_dir() const;
     std::string ledger_path(uint32_t job_id) const;
     std::string lease_dir() const;   // IP leases, shared by all nodes of one host

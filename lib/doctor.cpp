@@ -1,5 +1,7 @@
 #include "doctor.hpp"
 
+#include "dev_acl.hpp"
+
 #include <libvirt/libvirt.h>
 #include <unistd.h>
 
@@ -296,6 +298,43 @@ std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
     return out;
 }
 
+std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg) {
+    const std::string& dev = cfg.kvm_device;
+    if (!path_exists(dev))
+        return {result("kvm", cfg.domain_type == "kvm" ? CheckStatus::fail : CheckStatus::ok,
+                       dev + " is absent" + (cfg.domain_type == "kvm" ? " but domain_type is \"kvm\"" : " (TCG guests)"),
+                       "load the kvm module (kvm_intel or kvm_amd), or set domain_type to \"qemu\"")};
+    // Job id 0 is never a job: its group stands in for a job's.
+    gid_t probe = cfg.job_gid(0);
+    const uid_t nobody = 65534;
+    if (accessible_rw_as(dev, nobody, probe))
+        return {result("kvm", CheckStatus::warn,
+                       dev + " is open to everyone: every job's guest can use it (and so can every user)",
+                       "make it 0660 root:kvm (the distribution's udev rule): slurm-vm gives each job's group its own access")};
+    bool works = false;
+    std::string why;
+    try {
+        grant_group_rw(dev, probe);
+        works = accessible_rw_as(dev, nobody, probe);
+        revoke_group(dev, probe);
+    } catch (const Error& e) {
+        why = e.chain();
+        try {
+            revoke_group(dev, probe);
+        } catch (const Error&) {
+        }
+    }
+    if (!works)
+        return {result("kvm", CheckStatus::fail,
+                       "a job's group cannot be given " + dev + (why.empty() ? "" : ": " + why) +
+                           "; libvirt would re-probe QEMU on every guest creation (about a minute each)",
+                       "mount the device file system with ACL support (devtmpfs has it), or open " + dev +
+                           " to the users' guests another way")};
+    return {result("kvm", CheckStatus::ok,
+                   dev + ": each job's guest gets it through an ACL entry for the job's group (checked with group " +
+                       std::to_string(probe) + ")")};
+}
+
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts) {
     IommuState st = read_iommu_state(root);
     std::vector<std::pair<std::string, std::function<std::vector<CheckResult>()>>> checks = {
@@ -306,6 +345,11 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
         {"vfs", [&] { return check_vfs(root, cfg); }},
         {"hugepages", [&] { return check_hugepages(root); }},
         {"qemu", [&] { return check_qemu(opts); }},
+        {"kvm", [&] {
+             return opts.kvm_check ? opts.kvm_check()
+                                   : std::vector<CheckResult>{result("kvm", CheckStatus::skip,
+                                                                     "no node configuration given (--config)")};
+         }},
         {"slurm", [&] { return opts.slurm_check ? opts.slurm_check() : check_slurm_settings(); }},
         {"network", [&] {
              return opts.network_check ? opts.network_check()

@@ -32,6 +32,9 @@ struct DoctorOptions {
     // The guests' network (check_guest_network with the node's settings);
     // unset: SKIP.
     std::function<std::vector<CheckResult>()> network_check;
+    // The guests' access to the KVM device (check_kvm_access with the node's
+    // settings); unset: SKIP.
+    std::function<std::vector<CheckResult>()> kvm_check;
 };
 
 // Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
@@ -48,6 +51,12 @@ std::string slurm_config_value(const std::string& show_config, const std::string
 // The guests' bridge exists (in its network namespace), and nft can hold the
 // jobs' filters when isolate_jobs is on; the fabric's settings are coherent.
 std::vector<CheckResult> check_guest_network(const NetworkConfig& net);
+
+// Each job's guest gets the KVM device through an ACL entry for its group:
+// the device's file system must take one, and the kernel must honour it. A
+// guest that cannot open the device makes libvirt re-probe QEMU on every
+// guest creation (seconds each, about a minute per guest), even for TCG.
+std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg);
 
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
 bool doctor_failed(const std::vector<CheckResult>& results);

@@ -15,6 +15,7 @@ std::string JobPlan::to_json() const {
     set_int(j, "job_id", job_id);
     set_int(j, "uid", uid);
     set_int(j, "gid", gid);
+    set_int(j, "guest_gid", guest_gid);
     set_str(j, "user", user);
     set_str(j, "group", group);
     set_str(j, "home", home);
@@ -92,6 +93,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.job_id = static_cast<uint32_t>(i("job_id"));
     p.uid = static_cast<uid_t>(i("uid"));
     p.gid = static_cast<gid_t>(i("gid"));
+    p.guest_gid = static_cast<gid_t>(i("guest_gid"));
     p.user = s("user");
     p.group = s("group");
     p.home = s("home");

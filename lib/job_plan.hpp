@@ -24,6 +24,7 @@ struct JobPlan {
     uint32_t job_id = 0;
     uid_t uid = 0;
     gid_t gid = 0;
+    gid_t guest_gid = 0;  // QEMU's group: the job's own (NodeConfig::job_gid)
     std::string user, group, home, workdir;
     std::string node;        // this node
     int node_index = 0;      // position in the job's node list

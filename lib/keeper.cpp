@@ -23,6 +23,7 @@
 
 #include "cgroup.hpp"
 #include "cpuset.hpp"
+#include "dev_acl.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
@@ -152,6 +153,17 @@ pid_t find_child(pid_t parent) {
         if (ppid == parent && comm == "sleep") return static_cast<pid_t>(std::stol(name));
     }
     return 0;
+}
+
+// Why libvirt probed QEMU while creating the guest, for the admin.
+std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p) {
+    std::string why;
+    if (path_exists(cfg.kvm_device) && !accessible_rw_as(cfg.kvm_device, p.uid, p.guest_gid))
+        why = ": " + cfg.kvm_device + " is not readable and writable by the guest's identity (uid " +
+              std::to_string(p.uid) + ", gid " + std::to_string(p.guest_gid) +
+              "), so libvirt takes its cached capabilities (probed with KVM) as stale; does the file system of " +
+              cfg.kvm_device + " support ACLs? (slurm-vm doctor checks this)";
+    return "libvirt probed QEMU's capabilities again while creating the guest (seconds on every start)" + why;
 }
 
 }  // namespace
@@ -339,6 +351,7 @@ int run_keeper(const KeeperOptions& o) {
 
     // 3. Start the guest.
     write_guest_state(p, "booting");
+    std::string caps_before = capabilities_fingerprint(p.embed_root());
     long t0 = now_ms();
     ConnectPtr conn;
     DomainPtr dom;
@@ -361,6 +374,15 @@ int run_keeper(const KeeperOptions& o) {
     }
     long t_created = now_ms();
     log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
+    bool caps_probed = capabilities_fingerprint(p.embed_root()) != caps_before;
+    if (caps_probed) {
+        log::warn(capabilities_probe_note(cfg, p));
+        try {
+            refresh_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"));
+        } catch (const Error& e) {
+            log::warn("the node's capabilities cache was not refreshed: " + e.chain());
+        }
+    }
 
     int lfd = -1;
     if (!p.ip.empty()) {
@@ -430,6 +452,7 @@ int run_keeper(const KeeperOptions& o) {
         json_object_set_new(timing.get(), "memory_mib", json_integer(spec.memory_mib));
         json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
         json_object_set_new(timing.get(), "memory_backing", json_string(backing.c_str()));
+        json_object_set_new(timing.get(), "caps_probed", json_boolean(caps_probed));
         if (p.irq_profile != "default" && !p.vf_link_layer.empty())
             json_object_set_new(timing.get(), "irq_profile", json_string(p.irq_profile.c_str()));
         write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);

@@ -2,9 +2,11 @@
 
 #include <libvirt/virterror.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <mutex>
 #include <thread>
@@ -89,6 +91,31 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
         if (f.size() < 4 || f.substr(f.size() - 4) != ".xml") continue;
         write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
     }
+}
+
+std::string capabilities_fingerprint(const std::string& root) {
+    std::string dir = path_join(root, "cache/qemu/capabilities"), out;
+    for (const auto& f : list_dir(dir)) {
+        struct stat st;
+        if (::stat(path_join(dir, f).c_str(), &st) != 0) continue;
+        out += f + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+               std::to_string(st.st_ctim.tv_nsec) + ";";
+    }
+    return out;
+}
+
+void refresh_capabilities_cache(const std::string& root, const std::string& cache_root) {
+    std::string src = path_join(root, "cache/qemu/capabilities");
+    std::string dst = path_join(cache_root, "cache/qemu/capabilities");
+    if (!path_exists(dst)) return;  // the node's cache is made by the prolog only
+    FileLock lock(path_join(cache_root, ".lock"));
+    std::vector<std::string> fresh;
+    for (const auto& f : list_dir(src))
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") fresh.push_back(f);
+    if (fresh.empty()) return;
+    for (const auto& f : fresh) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0600);
+    for (const auto& f : list_dir(dst))
+        if (std::find(fresh.begin(), fresh.end(), f) == fresh.end()) ::unlink(path_join(dst, f).c_str());
 }
 
 ConnectPtr open_embed(const std::string& root) {

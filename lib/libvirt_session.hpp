@@ -42,6 +42,17 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s);
 void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
                              const std::string& emulator);
 
+// What ROOT's capabilities cache holds now (file names, sizes and change
+// times): when it differs before and after a guest's creation, libvirt probed
+// QEMU again on the critical path (seconds per probe). It does so when the
+// cache says KVM was usable but the guest's identity cannot open /dev/kvm.
+std::string capabilities_fingerprint(const std::string& root);
+
+// After libvirt re-probed QEMU in a job's ROOT (its cached capabilities had
+// gone stale: QEMU or libvirt upgraded, /dev/kvm changed), the fresh ones
+// replace the node's cache so that the next guest starts without a probe.
+void refresh_capabilities_cache(const std::string& root, const std::string& cache_root);
+
 ConnectPtr open_embed(const std::string& root);
 DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
 

@@ -23,6 +23,7 @@
 #include "proc.hpp"
 #include "seed.hpp"
 #include "cgroup.hpp"
+#include "dev_acl.hpp"
 #include "device_steps.hpp"
 #include "job_keys.hpp"
 
@@ -45,17 +46,22 @@ uint32_t parse_u32(const std::string& s, const char* what) {
     return static_cast<uint32_t>(v);
 }
 
-gid_t qemu_group_gid(gid_t fallback) {
-    // QEMU runs as the job's user with the kvm group: it can use /dev/kvm and
-    // read the root-owned overlay and seed, while the user outside QEMU cannot
-    // (and cannot ptrace it, its gid differs).
-    struct group* g = ::getgrnam("kvm");
-    return g ? g->gr_gid : fallback;
-}
-
 void chown_mode(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
     if (::chown(path.c_str(), uid, gid) != 0) SVM_THROW_ERRNO("chown " + path);
     if (::chmod(path.c_str(), mode) != 0) SVM_THROW_ERRNO("chmod " + path);
+}
+
+// Gives the job's group read/write on a device node for the job's lifetime
+// (recorded first; the epilog takes it back). Absent devices are skipped.
+void grant_device(Ledger& ledger, const std::string& path, gid_t gid) {
+    if (!path_exists(path)) return;
+    ledger.record("dev_acl", [&] {
+        Json d(json_object());
+        json_object_set_new(d.get(), "path", json_string(path.c_str()));
+        json_object_set_new(d.get(), "gid", json_integer(gid));
+        return d;
+    }());
+    grant_group_rw(path, gid);
 }
 
 ImagePolicy policy_of(const NodeConfig& cfg) {
@@ -95,6 +101,12 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
         stop_recorded_process(path_join(path, "keeper.pid"), "slurm-vm-keeper", 5000);
         remove_tree(path);
+    };
+    m["dev_acl"] = [](const json_t* d) {
+        std::string path = json_get_string(d, "path").value_or("");
+        auto gid = json_get_int(d, "gid");
+        if (path.empty() || !gid) SVM_THROW("dev_acl entry without path or gid");
+        revoke_group(path, static_cast<gid_t>(*gid));
     };
     m["net_filter"] = [](const json_t* d) {
         // Undone after this node's lease is released (ledger order is
@@ -434,7 +446,13 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         }
         write_file_atomic(p.known_hosts(), kh, 0644);
 
-        gid_t qgid = qemu_group_gid(p.gid);
+        // The guest's identity: the user (the shares give the guest the
+        // user's rights) with the job's own group, which no other job and no
+        // login session has: the overlay, seed and libvirt's files are the
+        // job's group's, and so is the guest's access to host devices.
+        gid_t qgid = cfg.job_gid(req.job_id);
+        p.guest_gid = qgid;
+        grant_device(ledger, cfg.kvm_device, qgid);
 
         // 3b. Devices: exactly the GPUs Slurm gave the job here (and what
         // must travel with them), plus a VF when the node provides them.
@@ -512,7 +530,9 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
             return d;
         }());
-        mkdir_p(p.embed_root(), 0755);
+        // Only root and the guest's group reach libvirt's files for the guest.
+        mkdir_p(p.embed_root(), 0710);
+        chown_mode(p.embed_root(), 0, qgid, 0710);
         write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, qgid});
         seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, qgid},
                                 p.emulator);

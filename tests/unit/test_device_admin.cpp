@@ -233,6 +233,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                 {"hugepages", "OK"},
                                                                 {"qemu", "OK"},
                                                                 {"slurm", "OK"},
+                                                                {"kvm", "SKIP"},
                                                                 {"network", "SKIP"}});
     CHECK_FALSE(doctor_failed(good));
     Json j = doctor_to_json(good);
@@ -258,6 +259,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                {"hugepages", "WARN"},
                                                                {"qemu", "FAIL"},
                                                                {"slurm", "SKIP"},
+                                                               {"kvm", "SKIP"},
                                                                {"network", "SKIP"}});
     CHECK(doctor_failed(bad));
     std::string text = format_doctor(bad);

@@ -1,0 +1,22 @@
+// Access to a host device for one job's guest identity only: a POSIX ACL
+// entry for the job's group on the device node (e.g. /dev/kvm), added by the
+// prolog (recorded in the ledger first) and removed by the epilog. Other
+// entries, the owner and the mode bits are left as the site set them.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+
+namespace svm {
+
+// Adds (or replaces) the entry "group:<gid>:rw-" on path's access ACL.
+void grant_group_rw(const std::string& path, gid_t gid);
+// Removes that entry (nothing to do when it is absent or path is gone).
+void revoke_group(const std::string& path, gid_t gid);
+// Whether path's access ACL holds an entry for group gid.
+bool has_group_entry(const std::string& path, gid_t gid);
+// Whether an identity (uid, gid, supplementary groups) could open path for
+// reading and writing, decided by the kernel in a child with that identity.
+bool accessible_rw_as(const std::string& path, uid_t uid, gid_t gid);
+
+}  // namespace svm

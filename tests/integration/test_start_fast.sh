@@ -1,0 +1,57 @@
+#!/bin/bash
+# Guest creation does not depend on how the node set up /dev/kvm, and a stale
+# QEMU capabilities cache costs one probe on the node, not one per guest.
+# On a fresh machine /dev/kvm may be 0600 root:root (no udev): libvirt then
+# took the cached capabilities (probed with KVM) as stale on every creation
+# and probed QEMU again, about 60 s per guest. Each job's guest now gets the
+# device through an ACL entry for the job's own group, taken back afterwards.
+source "$(dirname "$0")/lib.sh"
+
+kvm=/dev/kvm
+[[ -e $kvm ]] || { log "SKIP: no $kvm on this machine"; exit 77; }
+saved="$(stat -c '%u:%g %a' "$kvm")"
+restore() { chown "${saved% *}" "$kvm"; chmod "${saved#* }" "$kvm"; }
+trap restore EXIT
+chown root:root "$kvm" && chmod 0600 "$kvm"     # a fresh machine's /dev/kvm
+# QEMU "changed" (an upgrade): every node's cached capabilities are stale.
+emu=/usr/bin/qemu-system-x86_64
+chmod "$(stat -c '%a' "$emu")" "$emu"
+
+log_dir="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("log_dir", "/var/log/slurm-vm"))' \
+    "$SVM_CLUSTER_DIR/etc/slurm-vm.json")"
+wd="$(workdir)"
+printf '#!/bin/sh\necho ran in $(hostname)\n' >"$wd/job.sh"
+chmod 755 "$wd/job.sh"
+chown -R "$SVM_USER:" "$wd"
+
+run_job() { # prints the job id once it ended COMPLETED
+    local id state
+    # shellcheck disable=SC2046
+    id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -n1 --mem=1500 $(vm_opts) job.sh)"
+    state="$(wait_job "$id" 600)"
+    [[ "$state" == COMPLETED ]] || fail "job $id ended $state: $(cat "$wd/slurm-$id.out" 2>/dev/null)"
+    grep -qx "ran in node1-vm" "$wd/slurm-$id.out" || fail "job $id did not run in its guest"
+    echo "$id"
+}
+created_ms() { sed -n 's/.*guest slurm-vm-[0-9]*-node1 created in \([0-9]*\) ms.*/\1/p' "$log_dir/node1/job_$1.log"; }
+
+a="$(run_job)"
+grep -q "libvirt probed QEMU's capabilities again" "$log_dir/node1/job_$a.log" ||
+    fail "job $a: QEMU's change went unnoticed (no probe reported in $log_dir/node1/job_$a.log)"
+log "job $a: stale cache noticed and refreshed (created in $(created_ms "$a") ms)"
+
+b="$(run_job)"
+ms="$(created_ms "$b")"
+[[ -n "$ms" ]] || fail "job $b: no creation time in its log"
+if grep -q "probed QEMU's capabilities" "$log_dir/node1/job_$b.log"; then
+    fail "job $b: libvirt probed QEMU again: $(grep probed "$log_dir/node1/job_$b.log")"
+fi
+(( ms < 5000 )) || fail "job $b: guest created in $ms ms with $kvm 0600 root:root"
+log "job $b: created in $ms ms, no probe, with $kvm $(stat -c '%a %U:%G' "$kvm")"
+
+# The jobs' ACL entries went with them: the device is as the site left it.
+[[ "$(stat -c '%a %U:%G' "$kvm")" == "600 root:root" ]] || fail "$kvm is now $(stat -c '%a %U:%G' "$kvm")"
+[[ "$(ls -l "$kvm" | cut -c11)" != "+" ]] || fail "$kvm still carries an ACL after the jobs"
+wait_clean "$b" 60
+no_node_drained
+pass "guests start without probing QEMU whatever /dev/kvm's mode; a stale cache costs one probe"
