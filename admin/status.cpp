@@ -2,8 +2,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "config.hpp"
@@ -13,6 +15,7 @@
 #include "ledger.hpp"
 #include "log.hpp"
 #include "proc.hpp"
+#include "squeue_ids.hpp"
 #include "vm_job.hpp"
 
 namespace svm::admin {
@@ -84,8 +87,9 @@ const char* kSweepUsage =
     "usage: slurm-vm sweep [--config FILE] [--node NAME]... [--dry-run] [--force]\n"
     "Finds state of VM jobs that no longer run on the node (guests, keepers, overlays,\n"
     "keys, leases, device bindings: everything in their ledgers) and undoes it. Safe at\n"
-    "any time and at slurmd start: a job Slurm still runs on the node is never touched,\n"
-    "and if Slurm cannot be asked, nothing is done (unless --force). Also deletes the\n"
+    "any time and at slurmd start: a job Slurm still has on the node (by job id, so each\n"
+    "array task and heterogeneous component counts) is never touched, and if Slurm cannot\n"
+    "be asked or its answer is not understood, nothing is done (unless --force). Also deletes the\n"
     "per-job log files (<log_dir>/<node>/job_<id>.log, .console.log) of ended jobs\n"
     "older than log_keep_days days (configuration; 0 keeps them).\n"
     "  --dry-run  only list what would be repaired\n"
@@ -155,35 +159,40 @@ int cmd_sweep(const Args& args) {
     int rc = 0;
     for (const auto& node : node_names(a)) {
         NodeConfig c = load_config(a.config, node);
+        // The jobs with state here, listed before Slurm is asked: a job's prolog
+        // runs only once Slurm has allocated it, so each of these is in squeue's
+        // answer if it still runs. (Listed after, a job whose prolog began in
+        // between would look gone and lose its guest.)
+        std::vector<uint32_t> candidates = jobs_on_node(c);
         // Jobs Slurm runs on this node now (never touched).
         RunOptions qo;
         qo.timeout_ms = 30000;
         qo.env = inherited_env({"PATH", "SLURM_CONF"});
-        RunResult q = run({"squeue", "-h", "-w", node, "-o", "%i", "-t", "PD,CF,R,CG,S,ST"}, qo);
-        std::set<uint32_t> live;
+        // %A, not %i: the state here is keyed by job id, and %i shows an array
+        // task as <base>_<index> and a heterogeneous component as <leader>+<n>
+        // (admin/squeue_ids.hpp).
+        RunResult q = run({"squeue", "-h", "-w", node, "-o", kSqueueJobIdFormat, "-t", "PD,CF,R,CG,S,ST"}, qo);
+        std::optional<std::set<uint32_t>> parsed;
+        std::string why;
         if (!q.ok()) {
-            if (!a.force) {
-                std::fprintf(stderr, "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
-                             "(use --force if the node is out of service)\n", node.c_str(), trim(q.err).c_str());
-                rc = 1;
-                continue;
-            }
-        } else {
-            std::string line;
-            for (char ch : q.out + "\n") {
-                if (ch == '\n') {
-                    std::string t = trim(line);
-                    auto us = t.find('_');
-                    if (us != std::string::npos) t = t.substr(0, us);
-                    if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos)
-                        live.insert(static_cast<uint32_t>(std::stoul(t)));
-                    line.clear();
-                } else {
-                    line += ch;
-                }
-            }
+            why = q.timed_out ? "squeue did not answer within 30 s" : trim(q.err);
+            if (why.empty()) why = "squeue exited with status " + std::to_string(q.status);
+        } else if (!(parsed = parse_squeue_job_ids(q.out))) {
+            std::string shown = trim(q.out).substr(0, 200);
+            for (char& ch : shown)
+                if (ch == '\n') ch = ' ';
+            why = "squeue's answer is not one job id per line: " + shown;
         }
-        for (uint32_t id : jobs_on_node(c)) {
+        std::set<uint32_t> live;
+        if (parsed) {
+            live = *parsed;
+        } else if (!a.force) {
+            std::fprintf(stderr, "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
+                         "(use --force if the node is out of service)\n", node.c_str(), why.c_str());
+            rc = 1;
+            continue;
+        }
+        for (uint32_t id : candidates) {
             if (live.count(id)) continue;
             if (a.dry_run) {
                 std::printf("%s: job %u is gone; would undo its ledger\n", node.c_str(), id);
