@@ -27,6 +27,7 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
+#include "guest_sandbox.hpp"
 #include "hugepages.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
@@ -302,6 +303,14 @@ int run_keeper(const KeeperOptions& o) {
         report_failure("failed: " + why, why);
         return 1;
     };
+
+    // 0. What QEMU (started below, through libvirt in this process) inherits:
+    // it can never make a file setuid or setgid (guest_sandbox.hpp).
+    try {
+        forbid_setid_bits();
+    } catch (const Error& e) {
+        return fail("node " + p.node + " cannot confine the job's guest: " + e.chain());
+    }
 
     // 1. Into the job's cgroups: QEMU, started below, inherits them. The
     // extern step's own, except the freezer (Slurm's signals to that step

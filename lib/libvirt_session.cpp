@@ -53,6 +53,9 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     conf += "namespaces = [ ]\n";
     conf += "stdio_handler = \"file\"\n";
     conf += "clear_emulator_capabilities = 1\n";
+    // QEMU's own seccomp sandbox: no spawning, no privilege changes, no
+    // obsolete system calls (-sandbox on,...).
+    conf += "seccomp_sandbox = 1\n";
     write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
 }
 

@@ -1,0 +1,41 @@
+# shellcheck shell=bash
+# An image a user could build on their own machine: the test image with a
+# set-user-ID-root shell (/usr/local/bin/rootsh), so that the job's script is
+# root in its own guest. Built once per test image, cached beside it; the
+# caller copies it to the user. Sourced by the attack tests; needs root
+# (loop devices) on the test host only, as a user's laptop would.
+attacker_image() {
+    local cache out raw loop mnt src
+    cache="$(dirname "$VM_TEST_IMAGE")"
+    out="$cache/attacker.qcow2"
+    if [[ -s "$out" && "$out" -nt "$VM_TEST_IMAGE" ]]; then echo "$out"; return 0; fi
+    src="$(mktemp -d /tmp/svm-rootsh.XXXXXX)"
+    cat >"$src/rootsh.c" <<'C'
+#include <unistd.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    if (setgid(0) || setuid(0)) return 126;
+    argv[0] = "sh";
+    execv("/bin/sh", argv);
+    return 127;
+}
+C
+    gcc -static -O2 -o "$src/rootsh" "$src/rootsh.c" || { rm -rf "$src"; return 1; }
+    raw="$src/disk.raw"
+    qemu-img convert -O raw "$VM_TEST_IMAGE" "$raw"
+    # Partition 1 starts at sector 2048 (tests/image/build); no udev here
+    # makes partition devices, so the loop device starts at its offset.
+    loop="$(losetup --find --show --offset $((2048 * 512)) "$raw")"
+    mnt="$src/mnt"
+    mkdir "$mnt"
+    local ok=0
+    if mount -t ext4 "$loop" "$mnt"; then
+        install -D -o root -g root -m 4755 "$src/rootsh" "$mnt/usr/local/bin/rootsh" && ok=1
+        umount "$mnt"
+    fi
+    losetup -d "$loop"
+    ((ok)) && qemu-img convert -O qcow2 "$raw" "$out.tmp" && mv -f "$out.tmp" "$out" || ok=0
+    rm -rf "$src"
+    ((ok)) || return 1
+    echo "$out"
+}
