@@ -122,7 +122,7 @@ int cmd_status(const Args& args) {
             } else if (read_file_if_exists(path_join(dir, "state"), text)) {
                 state = trim(text);
             }
-            bool keeper = process_recorded_alive(path_join(dir, "keeper.pid"), "slurm-vm-keeper");
+            bool keeper = process_recorded_alive(path_join(dir, "keeper.pid"), keeper_mark(id));
             Ledger l = Ledger::load(c.ledger_path(id), id);
             json_object_set_new(j.get(), "state", json_string(state.c_str()));
             json_object_set_new(j.get(), "user", json_string(user.c_str()));

@@ -66,7 +66,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -90,6 +90,8 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             c.job_gid_base = static_cast<uint32_t>(*v);
         }
         if (auto v = json_get_string(root.get(), "kvm_device")) c.kvm_device = *v;
+        if (auto v = json_get_int(root.get(), "console_max_kib")) c.console_max_kib = *v;
+        if (c.console_max_kib < 128) SVM_THROW("\"console_max_kib\" must be at least 128");
         if (c.kvm_device.empty() || c.kvm_device[0] != '/') SVM_THROW("\"kvm_device\" must be an absolute path");
         if (auto v = json_get_string(root.get(), "sysfs_root")) c.sysfs_root = *v;
         if (auto v = json_get_string(root.get(), "log_dir")) c.log_dir = *v;

@@ -45,6 +45,9 @@ struct NodeConfig {
     // for the job's lifetime (libvirt checks it even for TCG guests).
     std::string kvm_device = "/dev/kvm";
     int boot_timeout_s = 300;
+    // The guest's console log lives in the state directory (often a tmpfs):
+    // past this size the keeper cuts it to its last 64 KiB.
+    int64_t console_max_kib = 16384;
     int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
     int64_t min_guest_memory_mib = 256;
     int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit

@@ -98,14 +98,20 @@ void write_acl(const std::string& path, std::vector<Entry> acl) {
         SVM_THROW_ERRNO("set the ACL of " + path + " (does its file system support POSIX ACLs?)");
 }
 
+void set_entry(const std::string& path, uint16_t tag, uint32_t id, unsigned perm) {
+    std::vector<Entry> acl = read_acl(path);
+    acl.erase(std::remove_if(acl.begin(), acl.end(), [&](const Entry& e) { return e.tag == tag && e.id == id; }),
+              acl.end());
+    acl.push_back({tag, static_cast<uint16_t>(perm & 7), id});
+    write_acl(path, acl);
+}
+
 }  // namespace
 
-void grant_group_rw(const std::string& path, gid_t gid) {
-    std::vector<Entry> acl = read_acl(path);
-    acl.erase(std::remove_if(acl.begin(), acl.end(), [&](const Entry& e) { return e.tag == GROUP && e.id == gid; }),
-              acl.end());
-    acl.push_back({GROUP, 6, static_cast<uint32_t>(gid)});
-    write_acl(path, acl);
+void grant_group_rw(const std::string& path, gid_t gid) { set_entry(path, GROUP, static_cast<uint32_t>(gid), 6); }
+
+void grant_user(const std::string& path, uid_t uid, unsigned perm) {
+    set_entry(path, USER, static_cast<uint32_t>(uid), perm);
 }
 
 void revoke_group(const std::string& path, gid_t gid) {

@@ -13,6 +13,9 @@ namespace svm {
 void grant_group_rw(const std::string& path, gid_t gid);
 // Removes that entry (nothing to do when it is absent or path is gone).
 void revoke_group(const std::string& path, gid_t gid);
+// Adds (or replaces) "user:<uid>:<perm>" (perm: rwx bits, 0-7): the job's
+// user reaching into root's job directory, or reading one root-owned file.
+void grant_user(const std::string& path, uid_t uid, unsigned perm);
 // Whether path's access ACL holds an entry for group gid.
 bool has_group_entry(const std::string& path, gid_t gid);
 // Whether an identity (uid, gid, supplementary groups) could open path for

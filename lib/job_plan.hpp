@@ -69,7 +69,8 @@ struct JobPlan {
     std::string dir;
     std::string overlay() const { return dir + "/overlay.qcow2"; }
     std::string seed() const { return dir + "/seed.iso"; }
-    std::string console_log() const { return dir + "/console.log"; }
+    std::string console_log() const { return dir + "/console.log"; }    // QEMU's (job group), capped by the keeper
+    std::string console_copy() const { return dir + "/console.txt"; }   // for the user: filtered, when the guest failed
     std::string user_key() const { return dir + "/id_ed25519"; }
     std::string known_hosts() const { return dir + "/known_hosts"; }
     std::string ssh_socket() const { return dir + "/ssh.sock"; }

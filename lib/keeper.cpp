@@ -38,6 +38,7 @@ namespace svm {
 namespace {
 
 std::atomic<bool> g_stop{false};
+constexpr size_t kUserConsoleBytes = 1u << 20;
 void on_term(int) { g_stop = true; }
 
 long now_ms() {
@@ -129,7 +130,10 @@ int listen_unix(const std::string& path, uid_t uid, gid_t gid) {
     int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
     ::umask(old);
     if (rc != 0) SVM_THROW_ERRNO("bind " + path);
-    if (::chown(path.c_str(), uid, gid) != 0) SVM_THROW_ERRNO("chown " + path);
+    // Root's socket; the job's user may connect (an ACL entry), and cannot
+    // hand it to anyone else.
+    (void)gid;
+    grant_user(path, uid, 6);
     if (::listen(fd, 64) != 0) SVM_THROW_ERRNO("listen " + path);
     return fd;
 }
@@ -250,6 +254,18 @@ std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& 
     }
 }
 
+bool cap_console(const std::string& path, int64_t max_bytes) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || st.st_size <= max_bytes) return false;
+    std::string tail = log::read_console(path, 64u << 10);
+    UniqueFd f(::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!f) SVM_THROW_ERRNO("open " + path);
+    if (::ftruncate(f.get(), 0) != 0) SVM_THROW_ERRNO("truncate " + path);
+    std::string text = "[slurm-vm: console cut at " + std::to_string(st.st_size) + " bytes; its last 64 KiB follow]\n" + tail;
+    if (::write(f.get(), text.data(), text.size()) < 0) SVM_THROW_ERRNO("write " + path);
+    return true;
+}
+
 int run_keeper(const KeeperOptions& o) {
     NodeConfig cfg = load_config(o.config_path, o.node);
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
@@ -279,6 +295,13 @@ int run_keeper(const KeeperOptions& o) {
     // A failed or dead guest: the job learns why (state, read by the task
     // wrapper), the admin gets the console, the caller publishes the reason.
     auto report_failure = [&](const std::string& state, const std::string& why) {
+        // The user's copy of the console first: the task wrapper shows it
+        // once it reads the state.
+        try {
+            write_file_atomic(p.console_copy(), log::read_console(p.console_log(), kUserConsoleBytes), 0644);
+        } catch (const Error& e) {
+            log::warn("no copy of the console for the user: " + e.chain());
+        }
         write_guest_state(p, state);
         log::error(why);
         try {
@@ -416,6 +439,7 @@ int run_keeper(const KeeperOptions& o) {
             read_file_if_exists(p.console_log(), text);
         } catch (const Error&) {
         }
+        if (text.size() < seen) seen = 0;  // cut by cap_console
         if (text.size() > seen) {
             tail += text.substr(seen);
             seen = text.size();
@@ -424,13 +448,19 @@ int run_keeper(const KeeperOptions& o) {
                 break;
             }
             auto f = tail.find("SLURM_VM_FAILED");
-            if (f != std::string::npos) {
-                std::string why = tail.substr(f + 16, tail.find('\n', f) - f - 16);
+            auto eol = f == std::string::npos ? f : tail.find('\n', f);
+            if (f != std::string::npos && eol != std::string::npos) {
+                std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
                 virDomainDestroy(dom.get());
                 return fail("the guest on " + p.node + " failed to configure itself: " + trim(why) +
                             " (console log kept in " + p.console_log() + ")");
             }
             if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
+        }
+        try {
+            cap_console(p.console_log(), cfg.console_max_kib * 1024);
+        } catch (const Error& e) {
+            log::warn("the console log was not capped: " + e.chain());
         }
         if (virDomainIsActive(dom.get()) != 1)
             return fail("the guest on " + p.node + " stopped while booting (see its console log " +
@@ -479,6 +509,11 @@ int run_keeper(const KeeperOptions& o) {
 
     // 5. Live as long as the guest (and the job: Slurm kills us with it).
     while (!g_stop) {
+        try {
+            cap_console(p.console_log(), cfg.console_max_kib * 1024);
+        } catch (const Error& e) {
+            log::warn("the console log was not capped: " + e.chain());
+        }
         if (virDomainIsActive(dom.get()) != 1) {
             std::string why = "the guest on " + p.node + " shut down or crashed";
             report_failure("stopped: " + why, why);

@@ -49,6 +49,11 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
 std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root);
 
 // Runs the keeper until the guest stops or SIGTERM; returns the exit status.
+// Cuts the console log at path to its last 64 KiB (under a line saying so)
+// when it is larger than max_bytes; QEMU appends, so it goes on at the new end.
+// True when it was cut.
+bool cap_console(const std::string& path, int64_t max_bytes);
+
 int run_keeper(const KeeperOptions& o);
 
 }  // namespace svm

@@ -264,8 +264,18 @@ UniqueFd open_job_log(const std::string& log_dir, const std::string& node, const
     return f;
 }
 
-std::string keep_console(const std::string& console_log, const std::string& log_dir, const std::string& node,
-                         uint32_t job_id, size_t max_bytes) {
+std::string printable(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        unsigned char u = static_cast<unsigned char>(c);
+        if (c == '\r') continue;
+        out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f ? '?' : c;
+    }
+    return out;
+}
+
+std::string read_console(const std::string& console_log, size_t max_bytes) {
     UniqueFd in(::open(console_log.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
     if (!in) SVM_THROW_ERRNO("open " + console_log);
     struct stat st;
@@ -283,12 +293,20 @@ std::string keep_console(const std::string& console_log, const std::string& log_
         if (n == 0) break;
         text.append(buf, static_cast<size_t>(n));
     }
+    return printable(text);
+}
+
+std::string keep_console(const std::string& console_log, const std::string& log_dir, const std::string& node,
+                         uint32_t job_id, size_t max_bytes) {
+    std::string text = read_console(console_log, max_bytes);
     if (text.empty()) return "";
+    struct stat st;
+    bool cut = ::stat(console_log.c_str(), &st) == 0 && st.st_size > static_cast<off_t>(max_bytes);
     std::string name = job_console_name(job_id);
     UniqueFd out = open_job_log(log_dir, node, name);
     std::string header = "=== console of the guest of job " + std::to_string(job_id) + " on " + node + ", kept " +
-                         now_iso() + (from > 0 ? " (last " + std::to_string(text.size()) + " bytes)" : "") + " ===\n";
-    if (!text.empty() && text.back() != '\n') text += '\n';
+                         now_iso() + (cut ? " (last " + std::to_string(max_bytes) + " bytes)" : "") + " ===\n";
+    if (text.back() != '\n') text += '\n';
     write_all(out.get(), header.data(), header.size());
     write_all(out.get(), text.data(), text.size());
     return path_join(path_join(log_dir, node), name);

@@ -76,7 +76,13 @@ std::string job_console_name(uint32_t job_id);  // "job_42.console.log"
 // <log_dir>/<node>, and a log_dir or node directory that others may write to:
 // no path a user controls is ever opened with root's rights.
 UniqueFd open_job_log(const std::string& log_dir, const std::string& node, const std::string& name);
-// Appends the last max_bytes of the guest's console log (a regular file, not
+// Text a guest wrote, safe to show or store: no terminal escapes or other
+// control characters (each becomes '?'), no carriage returns.
+std::string printable(const std::string& text);
+// The last max_bytes of the guest's console log (a regular file, not followed
+// through a symlink), printable.
+std::string read_console(const std::string& console_log, size_t max_bytes);
+// Appends the last max_bytes of the guest's console log (printable) (a regular file, not
 // followed through a symlink) to <log_dir>/<node>/job_<id>.console.log under
 // a header line; returns that file's path ("" when the console is empty).
 std::string keep_console(const std::string& console_log, const std::string& log_dir, const std::string& node,

@@ -1,6 +1,7 @@
 #include "seed.hpp"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -206,9 +207,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
 }
 
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out) {
-    char tmpl[] = "/tmp/slurm-vm-seed-XXXXXX";
-    if (!::mkdtemp(tmpl)) SVM_THROW_ERRNO("mkdtemp");
-    std::string dir = tmpl;
+    // Staged beside the seed (the job's directory, root's, removed with the
+    // job even after a crash), never in a shared /tmp.
+    std::string dir = out + ".d";
+    remove_tree(dir);
+    if (::mkdir(dir.c_str(), 0700) != 0) SVM_THROW_ERRNO("mkdir " + dir);
     try {
         write_file_atomic(path_join(dir, "meta-data"), seed_meta_data(p), 0600);
         write_file_atomic(path_join(dir, "network-config"), seed_network_config(p), 0600);

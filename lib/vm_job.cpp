@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "error.hpp"
@@ -64,6 +65,16 @@ void grant_device(Ledger& ledger, const std::string& path, gid_t gid) {
     grant_group_rw(path, gid);
 }
 
+// The job's directory: root's, 0700, and the job's user may only pass
+// through it (an ACL entry "user:<uid>:--x") to the files the task wrapper
+// needs: no other user sees the plan, and the user creates, renames or
+// removes nothing in it.
+void make_job_dir(const std::string& dir, uid_t uid) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + dir);
+    chown_mode(dir, 0, 0, 0700);
+    if (uid != 0) grant_user(dir, uid, 1);
+}
+
 ImagePolicy policy_of(const NodeConfig& cfg) {
     ImagePolicy p;
     p.max_virtual_size = cfg.max_image_virtual_size;
@@ -83,6 +94,15 @@ void check_boot_file_as_user(const std::string& path, const Credentials& who, co
     if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
 }
 
+// What a job's keeper and QEMU have in their command lines, exactly (a pid
+// file may outlive its process, and the pid may now be another job's).
+std::string qemu_mark(const std::string& domain) { return "guest=" + domain + ","; }
+std::string keeper_mark_of_dir(const std::string& job_dir) {
+    auto pos = job_dir.rfind("/job_");
+    if (pos == std::string::npos) SVM_THROW("not a job directory: " + job_dir);
+    return keeper_mark(static_cast<uint32_t>(std::stoul(job_dir.substr(pos + 5))));
+}
+
 std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
     std::map<std::string, UndoFn> m;
     if (cfg.devices) {
@@ -99,7 +119,7 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
     m["job_dir"] = [](const json_t* d) {
         auto path = json_get_string(d, "path").value_or("");
         if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
-        stop_recorded_process(path_join(path, "keeper.pid"), "slurm-vm-keeper", 5000);
+        stop_recorded_process(path_join(path, "keeper.pid"), keeper_mark_of_dir(path), 5000);
         remove_tree(path);
     };
     m["dev_acl"] = [](const json_t* d) {
@@ -129,11 +149,12 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         std::string name = json_get_string(d, "name").value_or("");
         std::string keeper_pid = json_get_string(d, "keeper_pid_file").value_or("");
         // The keeper holds the embedded driver; it must be gone before we open it.
-        if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, "slurm-vm-keeper", 8000);
+        if (!keeper_pid.empty())
+            stop_recorded_process(keeper_pid, keeper_mark_of_dir(keeper_pid.substr(0, keeper_pid.rfind('/'))), 8000);
         std::string qemu_pid = path_join(root, "run/qemu/" + name + ".pid");
         // Only a guest still running needs libvirt (reconnecting costs a
         // second or more); Slurm usually killed it with the job's cgroup.
-        if (path_exists(path_join(root, "etc/qemu.conf")) && process_recorded_alive(qemu_pid, "guest=" + name)) {
+        if (path_exists(path_join(root, "etc/qemu.conf")) && process_recorded_alive(qemu_pid, qemu_mark(name))) {
             try {
                 ConnectPtr c = open_embed(root);
                 if (DomainPtr dom = lookup_domain(c.get(), name)) {
@@ -144,12 +165,14 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
                 // Fall through to the pid file: the guest must die either way.
             }
         }
-        stop_recorded_process(qemu_pid, "guest=" + name, 3000);
+        stop_recorded_process(qemu_pid, qemu_mark(name), 3000);
     };
     return m;
 }
 
 }  // namespace
+
+std::string keeper_mark(uint32_t job_id) { return "slurm-vm-keeper\t --job " + std::to_string(job_id) + " "; }
 
 JobRequest job_request_from_env(char** envp) {
     JobRequest r;
@@ -195,8 +218,9 @@ pid_t recorded_pid(const std::string& pid_file) {
     return pid > 1 ? pid : 0;
 }
 
-// True while pid runs a command line containing `expect` (zombies do not count:
-// a pid file may outlive its process, and pids are reused).
+// True while pid runs a command line containing every tab-separated part of
+// `expect` (zombies do not count: a pid file may outlive its process, and
+// pids are reused).
 bool runs(pid_t pid, const std::string& expect) {
     std::string cmd, stat;
     try {
@@ -207,7 +231,13 @@ bool runs(pid_t pid, const std::string& expect) {
     }
     for (auto& c : cmd)
         if (c == '\0') c = ' ';
-    if (cmd.find(expect) == std::string::npos) return false;
+    cmd += ' ';  // the last argument ends like the others
+    for (size_t b = 0; b <= expect.size();) {
+        size_t e = expect.find('\t', b);
+        if (e == std::string::npos) e = expect.size();
+        if (cmd.find(expect.substr(b, e - b)) == std::string::npos) return false;
+        b = e + 1;
+    }
     auto rp = stat.rfind(')');
     return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
 }
@@ -297,7 +327,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         // A refused VM job must never run on the host: leave a plan (so the
         // plugin still wraps every task) whose state carries the reason; the
         // task wrapper prints it and fails, the keeper does nothing.
-        mkdir_p(p.dir, 0755);
+        make_job_dir(p.dir, p.uid);
         write_file_atomic(path_join(p.dir, "state"), "failed: " + why + "\n", 0644);
         JobPlan stub;
         stub.job_id = p.job_id;
@@ -317,10 +347,10 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             return d;
         }());
         remove_tree(p.dir);
-        if (::mkdir(p.dir.c_str(), 0755) != 0) SVM_THROW_ERRNO("mkdir " + p.dir);
 
         Credentials who = credentials_for(req.uid, req.gid == static_cast<gid_t>(-1) ? std::nullopt
                                                                                        : std::optional<gid_t>(req.gid));
+        make_job_dir(p.dir, who.uid);
         p.uid = who.uid;
         p.gid = who.gid;
         p.user = who.user;
@@ -436,8 +466,9 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         std::string secret = read_site_secret(cfg.secret_file);
         KeyPair user_key = job_user_key(secret, req.job_id, p.uid);
         KeyPair host_key = guest_host_key(secret, req.job_id, req.node);
+        // Root's file; the user (ssh, in the task wrapper) may read it.
         write_file_atomic(p.user_key(), user_key.private_key, 0600);
-        chown_mode(p.user_key(), p.uid, p.gid, 0600);
+        grant_user(p.user_key(), p.uid, 4);
         std::string kh;
         for (const auto& peer : p.peers) {
             std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip) +
@@ -519,8 +550,11 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key, kh};
         build_seed_iso(p, sk, p.seed());
         chown_mode(p.seed(), 0, qgid, 0640);
-        write_file_atomic(p.console_log(), "", 0640);
-        chown_mode(p.console_log(), p.uid, qgid, 0640);
+        // QEMU appends to the console through the job's group; the user
+        // never writes it (the keeper reads it as root, caps its size and
+        // gives the user a filtered copy when the guest fails).
+        write_file_atomic(p.console_log(), "", 0660);
+        chown_mode(p.console_log(), 0, qgid, 0660);
 
         // 6. The embedded libvirt root the keeper will use.
         ledger.record("domain", [&] {
@@ -555,7 +589,7 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     std::string dir = cfg.job_dir(job_id);
     if (failures.empty() && path_exists(dir)) {
         try {
-            stop_recorded_process(path_join(dir, "keeper.pid"), "slurm-vm-keeper", 5000);
+            stop_recorded_process(path_join(dir, "keeper.pid"), keeper_mark(job_id), 5000);
             remove_tree(dir);
         } catch (const Error& e) {
             failures.push_back(e.chain());

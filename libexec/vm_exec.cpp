@@ -131,31 +131,21 @@ pid_t relay_signal(const svm::JobPlan& p, const std::string& self, const std::st
     _exit(255);
 }
 
-// The last lines of the console, printable: no terminal escapes in the job's output.
-std::string printable(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        unsigned char u = static_cast<unsigned char>(c);
-        if (c == '\r') continue;
-        out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f ? '?' : c;
-    }
-    return out;
-}
-
 constexpr size_t kConsoleTailLines = 20;
 
 void keep_console(const svm::JobPlan& p) {
     // Keep the guest's console for the user, in the job's working directory
     // (we run as the user: this is the user's own write), and show its end.
+    // The keeper left a filtered copy of it when the guest failed.
     std::string text;
     try {
-        if (!svm::read_file_if_exists(p.console_log(), text)) return;
+        if (!svm::read_file_if_exists(p.console_copy(), text)) return;
         std::string dst = "slurm-" + std::to_string(p.job_id) + "-" + p.node + ".console.log";
         svm::write_file_atomic(dst, text, 0600);
         svm::log::info("the guest's console log is in " + dst);
     } catch (const svm::Error&) {
     }
-    std::string tail = svm::log::tail_lines(printable(text), kConsoleTailLines);
+    std::string tail = svm::log::tail_lines(svm::log::printable(text), kConsoleTailLines);
     if (tail.empty()) return;
     svm::log::info("the last lines of the guest's console on " + p.node + ":");
     std::string shown;

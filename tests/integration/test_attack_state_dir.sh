@@ -1,0 +1,76 @@
+#!/bin/bash
+# Attack (issue: one job's user must never reach root, another job, or the
+# node): with a job running, its user and another user try what a process on
+# the node could do against root's state directory. The job's directory is
+# root's, 0700, with only "pass through" for the job's user; libvirt's tree
+# for the guest is root's and the job's group's (the user is not in it);
+# QEMU's files (overlay, seed, console) are out of the user's reach; QEMU's
+# memory and descriptors cannot be inspected through /proc; and the guest,
+# root in it (the user's image), cannot fill the node's /run through its
+# console (the keeper caps it). Nothing drains.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/attacker_image.sh"
+
+img_src="$(attacker_image)" || fail "could not build the attacker's image"
+wd="$(workdir)"
+img="$wd/mine.qcow2"
+cp "$img_src" "$img"
+cap_kib="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("console_max_kib", 16384))' \
+    "$SVM_CLUSTER_DIR/etc/slurm-vm.json")"
+flood_kib=$((cap_kib * 3))
+cat >"$wd/job.sh" <<SCRIPT
+#!/bin/sh
+# Root in the guest floods the serial console (${flood_kib} KiB).
+/usr/local/bin/rootsh -c 'head -c $((flood_kib * 1024)) /dev/zero | tr "\\\\000" "x" >/dev/ttyS0; echo >/dev/ttyS0'
+echo flooded
+i=0; while [ ! -e \$HOME/svm-state-over.\$SLURM_JOB_ID ] && [ \$i -lt 300 ]; do sleep 1; i=\$((i+1)); done
+SCRIPT
+chmod 755 "$wd/job.sh"
+chown -R "$SVM_USER:" "$wd"
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$img" \
+    --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
+trap 'scancel "$id" 2>/dev/null || true' EXIT
+log "job $id"
+wait_output "$wd/slurm-$id.out" "^flooded" "the console flood" 600
+dir="$SVM_STATE_ROOT/node1/job_$id"
+
+u() { as_user "$SVM_USER" sh -c "$1" >/dev/null 2>&1; }
+o() { as_user "$SVM_USER2" sh -c "$1" >/dev/null 2>&1; }
+# What the job's user needs, and nothing more.
+u "cat '$dir/plan.json' '$dir/state' '$dir/id_ed25519'" || fail "$SVM_USER cannot read the plan, state and key its tasks need"
+u "ls '$dir'" && fail "$SVM_USER can list root's job directory"
+u "touch '$dir/x'" && fail "$SVM_USER created a file in root's job directory"
+u "mv '$dir/plan.json' '$dir/p'" && fail "$SVM_USER renamed a file in root's job directory"
+u "ls '$dir/libvirt'" && fail "$SVM_USER reached into libvirt's tree for the guest"
+u "cat '$dir/seed.iso'" && fail "$SVM_USER read the guest's seed (its host key)"
+u "test -w '$dir/overlay.qcow2' || test -r '$dir/overlay.qcow2'" && fail "$SVM_USER can open the overlay"
+u "echo forged >>'$dir/console.log'" && fail "$SVM_USER wrote into the guest's console log"
+u "echo forged >>'$dir/id_ed25519'" && fail "$SVM_USER can write the key file"
+owned="$(find "$dir" -maxdepth 1 -user "$SVM_USER" -printf '%f ' )"
+[[ -z "$owned" ]] || fail "files of $SVM_USER in root's job directory: $owned"
+q="$(pgrep -f "guest=slurm-vm-$id-node1," | head -n1)"
+[[ -n "$q" ]] || fail "no QEMU for job $id"
+u "cat /proc/$q/environ" && fail "$SVM_USER read QEMU's environment"
+# Listing QEMU's descriptor numbers is the owner's; following one is not.
+ofd="$(find "/proc/$q/fd" -lname "$dir/overlay.qcow2" -printf '%f\n' | head -n1)"
+[[ -n "$ofd" ]] || fail "QEMU of job $id holds no descriptor of its overlay"
+u "head -c1 /proc/$q/fd/$ofd" && fail "$SVM_USER opened the overlay through QEMU's descriptor $ofd"
+u "readlink /proc/$q/fd/$ofd" && fail "$SVM_USER followed QEMU's descriptor $ofd"
+u "head -c1 /proc/$q/mem" && fail "$SVM_USER read QEMU's memory"
+# Another user sees nothing of the job.
+o "cat '$dir/plan.json'" && fail "$SVM_USER2 read job $id's plan"
+o "cat '$dir/state'" && fail "$SVM_USER2 read job $id's state"
+o "cat '$dir/domain.xml'" && fail "$SVM_USER2 read job $id's domain"
+# The console stayed within its cap (plus the 64 KiB kept and a line).
+size=$(stat -c %s "$dir/console.log")
+(( size <= (cap_kib + 80) * 1024 )) || fail "the console log grew to $size bytes (cap ${cap_kib} KiB)"
+grep -q "slurm-vm: console cut at" "$dir/console.log" || fail "the console flood was not cut ($size bytes)"
+log "console after a ${flood_kib} KiB flood: $size bytes"
+
+touch "/home/$SVM_USER/svm-state-over.$id"
+st="$(wait_job "$id" 300)"
+[[ "$st" == COMPLETED ]] || fail "job $id ended $st"
+rm -f "/home/$SVM_USER/svm-state-over.$id"
+wait_clean "$id" 120
+no_node_drained
+pass "root's job directory, libvirt's tree, QEMU's files and /proc stayed out of the users' reach; the console flood was capped"
