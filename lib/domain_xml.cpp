@@ -158,7 +158,8 @@ std::string domain_xml(const DomainSpec& s) {
     x += "      <source file='" + e(s.overlay) + "'/>\n";
     x += "      <backingStore type='file'>\n";
     x += "        <format type='" + e(s.base_format) + "'/>\n";
-    x += "        <source file='" + e(s.base) + "'/>\n";
+    x += "        <source file='" + e(s.base) + "'" +
+         (s.base_fdgroup.empty() ? "" : " fdgroup='" + e(s.base_fdgroup) + "'") + "/>\n";
     x += "        <backingStore/>\n";
     x += "      </backingStore>\n";
     x += "      <target dev='vda' bus='virtio'/>\n";

@@ -28,6 +28,9 @@ struct DomainSpec {
     std::string overlay;             // per-job qcow2 overlay (vda)
     std::string base;                // the user's image, read-only backing
     std::string base_format;         // "qcow2" or "raw": pinned, never probed
+    // When set, QEMU gets the base as the descriptor associated under this
+    // name (virDomainFDAssociate) and never opens `base` by path.
+    std::string base_fdgroup;
     std::string seed;                // NoCloud seed ISO (vdb, read-only)
     std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
     std::string bridge, mac;         // NIC on this bridge when set

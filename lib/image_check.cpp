@@ -353,6 +353,38 @@ CheckedImage open_image_as_user(const std::string& path, const Credentials& user
     return out;
 }
 
+UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms) {
+    check_image_path(path);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) SVM_THROW_ERRNO("socketpair");
+    UniqueFd mine(sv[0]), theirs(sv[1]);
+    const std::string who = user_name(user);
+    RunResult r = run_function_as(
+        user,
+        [&](int out_fd) {
+            ::close(mine.release());
+            return open_and_send(path, who, theirs.get(), out_fd);
+        },
+        timeout_ms);
+    theirs = UniqueFd();
+    if (r.timed_out) SVM_THROW(path + " could not be opened by user " + who + " within " + seconds(timeout_ms));
+    if (r.status == kRefused) SVM_THROW(trim(r.out));
+    if (r.status != 0) SVM_THROW("opening " + path + " as user " + who + " failed: " + trim(r.err));
+    std::string real;
+    return receive_fd(mine.get(), real);
+}
+
+UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user, const FileIdentity& checked,
+                                int timeout_ms) {
+    UniqueFd fd = open_file_as_user(path, user, timeout_ms);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    if (identity_of(st) != checked)
+        SVM_THROW(path + " changed since the job started (it is not the file that was checked); leave the image "
+                  "unchanged while the job runs, or give the job a copy");
+    return fd;
+}
+
 std::string image_digest(int fd) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");

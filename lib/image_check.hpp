@@ -71,6 +71,16 @@ CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& poli
 // For root (the prolog): a child dropped to `user` validates and opens the path
 // and passes the fd back; qemu-img also runs as `user`. Root never opens the path.
 CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy);
+// Opens path as `user` (read-only, a regular file) and returns the
+// descriptor: root reads through it what the user may read, nothing else.
+UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms = 30000);
+// Opens path again as `user` (read-only) and returns the descriptor only if
+// it is the very file that was checked (same device, inode, size and
+// modification time); else one sentence saying the file changed. The keeper
+// hands this descriptor to QEMU: the image is never opened by path by root
+// or by QEMU.
+UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user, const FileIdentity& checked,
+                                int timeout_ms = 30000);
 
 // What qemu-img said about the image, format forced.
 struct QemuImgInfo {

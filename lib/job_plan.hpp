@@ -10,6 +10,7 @@
 
 #include "config.hpp"
 #include "domain_xml.hpp"
+#include "image_check.hpp"
 
 namespace svm {
 
@@ -32,7 +33,9 @@ struct JobPlan {
     std::string image, image_format;
     uint64_t image_virtual_size = 0;
     std::string image_digest;  // sampled content digest, for accounting
-    std::string kernel, initrd, cmdline;
+    FileIdentity image_identity;  // the checked file: the keeper reopens it and compares
+    std::string kernel, initrd, cmdline;  // as the user gave them (shown, recorded)
+    std::string kernel_copy, initrd_copy;  // what QEMU boots: root's copies in the job directory
     std::string hostname, domain_name;
     std::string ip, mac, gateway;
     int prefix_len = 16;

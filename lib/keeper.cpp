@@ -29,6 +29,7 @@
 #include "guest_net.hpp"
 #include "guest_sandbox.hpp"
 #include "hugepages.hpp"
+#include "image_check.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
 #include "seed.hpp"
@@ -160,6 +161,23 @@ pid_t find_child(pid_t parent) {
     return 0;
 }
 
+constexpr const char* kImageFdGroup = "image";
+
+// Defines the guest, hands it the image's descriptor and starts it; null,
+// with libvirt's reason in `why`, when it does not start.
+DomainPtr start_domain(virConnectPtr c, const std::string& xml, int image_fd, std::string& why) {
+    DomainPtr dom(virDomainDefineXML(c, xml.c_str()));
+    if (!dom) {
+        why = libvirt_last_error();
+        return dom;
+    }
+    int fds[1] = {image_fd};
+    if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 && virDomainCreate(dom.get()) == 0) return dom;
+    why = libvirt_last_error();
+    virDomainUndefine(dom.get());
+    return DomainPtr();
+}
+
 // Why libvirt probed QEMU while creating the guest, for the admin.
 std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p) {
     std::string why;
@@ -230,8 +248,8 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.base = p.image;
     d.base_format = p.image_format;
     d.seed = p.seed();
-    d.kernel = p.kernel;
-    d.initrd = p.initrd;
+    d.kernel = p.kernel_copy;
+    d.initrd = p.initrd_copy;
     d.cmdline = p.cmdline;
     d.bridge = p.bridge;
     {
@@ -354,11 +372,20 @@ int run_keeper(const KeeperOptions& o) {
     } catch (const Error& e) {
         return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
     }
+    // The image the prolog checked, opened again as the user and compared:
+    // QEMU gets this descriptor, never the path.
+    UniqueFd image_fd;
+    try {
+        image_fd = reopen_checked_as_user(p.image, credentials_for(p.uid, p.gid), p.image_identity);
+    } catch (const Error& e) {
+        return fail(e.reason());
+    }
     DomainSpec spec;
     std::string backing;
     int64_t unrounded_mib = 0;
     try {
         spec = guest_domain(p, cpus, mem);
+        spec.base_fdgroup = kImageFdGroup;
         unrounded_mib = spec.memory_mib;
         backing = back_guest_memory(spec, p, SysfsRoot(cfg.sysfs_root));
     } catch (const Error& e) {
@@ -389,18 +416,19 @@ int run_keeper(const KeeperOptions& o) {
     DomainPtr dom;
     try {
         conn = open_embed(p.embed_root());
-        dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+        std::string why;
+        dom = start_domain(conn.get(), xml, image_fd.get(), why);
         if (!dom && spec.hugepage_kib > 0 && p.hugepages == "auto") {
             // Another guest took the free hugepages since they were counted.
-            backing = "normal pages: the guest did not start on hugepages (" + libvirt_last_error() + ")";
+            backing = "normal pages: the guest did not start on hugepages (" + why + ")";
             log::warn(backing);
             spec.hugepage_kib = 0;
             spec.memory_mib = unrounded_mib;
             xml = domain_xml(spec);
             write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
-            dom = DomainPtr(virDomainCreateXML(conn.get(), xml.c_str(), 0));
+            dom = start_domain(conn.get(), xml, image_fd.get(), why);
         }
-        if (!dom) SVM_THROW(libvirt_last_error());
+        if (!dom) SVM_THROW(why);
     } catch (const Error& e) {
         return fail("the guest on " + p.node + " could not be started: " + e.chain());
     }

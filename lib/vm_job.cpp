@@ -83,6 +83,34 @@ ImagePolicy policy_of(const NodeConfig& cfg) {
     return p;
 }
 
+// The kernel or initrd, read through a descriptor the user opened, copied to
+// `dst` (root's, readable by the guest's group): QEMU boots the copy and
+// never opens the user's path. At most kMaxBootFile bytes.
+constexpr off_t kMaxBootFile = off_t(512) << 20;
+void copy_boot_file_as_user(const std::string& path, const Credentials& who, const char* what,
+                            const std::string& dst, gid_t guest_gid) {
+    UniqueFd in = open_file_as_user(path, who);
+    struct stat st;
+    if (::fstat(in.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    if (st.st_size > kMaxBootFile)
+        SVM_THROW(path + " (" + what + ") is larger than " + std::to_string(kMaxBootFile >> 20) + " MiB");
+    UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640));
+    if (!out) SVM_THROW_ERRNO("create " + dst);
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::read(in.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) SVM_THROW_ERRNO("read " + path);
+        if (n == 0) break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = ::write(out.get(), buf + off, static_cast<size_t>(n - off));
+            if (w < 0) SVM_THROW_ERRNO("write " + dst);
+            off += w;
+        }
+    }
+    if (::fchown(out.get(), 0, guest_gid) != 0) SVM_THROW_ERRNO("chown " + dst);
+}
+
 // Kernel and initrd follow the image's rules for path and readability; they
 // are raw blobs, so only "a regular file the user can read" applies.
 void check_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
@@ -402,8 +430,11 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.image_format = format_name(info.format);
         p.image_virtual_size = info.virtual_size;
         p.image_digest = digest;
+        p.image_identity = info.identity;
         p.kernel = req.kernel;
         p.initrd = req.initrd;
+        p.kernel_copy = req.kernel.empty() ? "" : path_join(p.dir, "kernel");
+        p.initrd_copy = req.initrd.empty() ? "" : path_join(p.dir, "initrd");
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
         p.irq_profile = req.irq_profile.empty() ? cfg.irq_profile : req.irq_profile;
 
@@ -538,6 +569,16 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                     SVM_THROW("node " + req.node + " requires hugepages for guests (\"hugepages\": \"required\" in " +
                               cfg.path + ") but " + problem);
             }
+        }
+
+        // 3c'. The kernel and initrd QEMU boots: copies read as the user.
+        try {
+            if (!p.kernel.empty()) copy_boot_file_as_user(p.kernel, who, "kernel", p.kernel_copy, qgid);
+            if (!p.initrd.empty()) copy_boot_file_as_user(p.initrd, who, "initrd", p.initrd_copy, qgid);
+        } catch (const Error& e) {
+            auto f = teardown_job(cfg, req.job_id);
+            (void)f;
+            return refuse(e.reason());
         }
 
         // 4. The overlay: root-owned, backing format pinned, the user's image

@@ -50,6 +50,13 @@ owned="$(find "$dir" -maxdepth 1 -user "$SVM_USER" -printf '%f ' )"
 [[ -z "$owned" ]] || fail "files of $SVM_USER in root's job directory: $owned"
 q="$(pgrep -f "guest=slurm-vm-$id-node1," | head -n1)"
 [[ -n "$q" ]] || fail "no QEMU for job $id"
+# QEMU got the image, kernel and initrd without their paths: the image as a
+# descriptor (an fdset), the kernel and initrd as root's copies.
+args="$(tr '\0' '\n' <"/proc/$q/cmdline")"
+for f in "$img" "$VM_TEST_KERNEL" "$VM_TEST_INITRD"; do
+    grep -qF "$f" <<<"$args" && fail "QEMU's command line names the user's $f"
+done
+grep -q '/dev/fdset/' <<<"$args" || fail "QEMU does not get the image as a descriptor"
 u "cat /proc/$q/environ" && fail "$SVM_USER read QEMU's environment"
 # Listing QEMU's descriptor numbers is the owner's; following one is not.
 ofd="$(find "/proc/$q/fd" -lname "$dir/overlay.qcow2" -printf '%f\n' | head -n1)"
