@@ -33,6 +33,9 @@ gid_t NodeConfig::job_gid(uint32_t job_id) const {
     if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
     return static_cast<gid_t>(job_gid_base + job_id);
 }
+std::string NodeConfig::job_overlay_dir(uint32_t job_id) const {
+    return path_join(overlay_dir, "job_" + std::to_string(job_id));
+}
 std::string NodeConfig::ledger_dir() const { return path_join(state_dir, "ledger"); }
 std::string NodeConfig::ledger_path(uint32_t job_id) const {
     return path_join(ledger_dir(), "job_" + std::to_string(job_id) + ".json");
@@ -66,7 +69,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "overlay_dir", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -91,6 +94,9 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         }
         if (auto v = json_get_string(root.get(), "kvm_device")) c.kvm_device = *v;
         if (auto v = json_get_int(root.get(), "console_max_kib")) c.console_max_kib = *v;
+        if (auto v = json_get_string(root.get(), "overlay_dir")) c.overlay_dir = *v;
+        c.overlay_dir = expand_node(c.overlay_dir, node_name);
+        if (c.overlay_dir.empty() || c.overlay_dir[0] != '/') SVM_THROW("\"overlay_dir\" must be an absolute path");
         if (c.console_max_kib < 128) SVM_THROW("\"console_max_kib\" must be at least 128");
         if (c.kvm_device.empty() || c.kvm_device[0] != '/') SVM_THROW("\"kvm_device\" must be an absolute path");
         if (auto v = json_get_string(root.get(), "sysfs_root")) c.sysfs_root = *v;

@@ -67,6 +67,10 @@ struct NodeConfig {
     std::string secret_file = SVM_SYSCONFDIR "/secret";  // root-only, same on every node
     std::string default_cmdline = "root=/dev/vda1 rw console=ttyS0";
     std::vector<std::string> allowed_image_dirs;  // empty: any directory
+    // Where the jobs' overlays live (scratch space on disk, not the state
+    // directory's tmpfs); "%n" = the node. An overlay never grows past its
+    // image's virtual size, so max_image_virtual_size is the per-job cap.
+    std::string overlay_dir = "/var/lib/slurm-vm/%n/overlays";
     uint64_t max_image_virtual_size = 1ULL << 40;  // 1 TiB
     NetworkConfig network;
     // Host directories shown in the guest at the same path, with the job
@@ -79,6 +83,7 @@ struct NodeConfig {
     std::string job_dir(uint32_t job_id) const;
     gid_t job_gid(uint32_t job_id) const;  // the job's guest group (see job_gid_base)
     std::string ledger_dir() const;
+    std::string job_overlay_dir(uint32_t job_id) const;  // <overlay_dir>/job_<id>
     std::string ledger_path(uint32_t job_id) const;
     std::string lease_dir() const;   // IP leases, shared by all nodes of one host
     std::string job_log_dir() const;  // <log_dir>/<node>

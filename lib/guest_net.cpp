@@ -28,7 +28,8 @@ GuestAddress guest_address(const std::string& prefix, uint32_t job_id, int node_
     return g;
 }
 
-std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner) {
+std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner,
+                       std::string* held_by) {
     mkdir_p(dir, 0755);
     std::string f = path_join(dir, ip);
     int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -37,6 +38,10 @@ std::string take_lease(const std::string& dir, const std::string& ip, const std:
             std::string holder;
             read_file_if_exists(f, holder);
             if (trim(holder) == owner) return f;  // ours already (prolog re-run)
+            if (held_by) {
+                *held_by = trim(holder);
+                return "";
+            }
             SVM_THROW("guest address " + ip + " is still held by " + trim(holder));
         }
         SVM_THROW_ERRNO("create lease " + f);

@@ -16,9 +16,11 @@ struct GuestAddress {
 
 GuestAddress guest_address(const std::string& prefix, uint32_t job_id, int node_index);
 
-// Takes the lease for ip in dir (creating dir); throws a clear error if a live
-// job holds it. Returns the lease file path.
-std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner);
+// Takes the lease for ip in dir (creating dir) and returns the lease file's
+// path. When another job holds it: "" with the holder in *held_by, or (no
+// held_by) a clear error.
+std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner,
+                       std::string* held_by = nullptr);
 void release_lease(const std::string& lease_file, const std::string& owner);
 
 // The name of the tap of the job's guest on its node_index-th node ("svm<job

@@ -231,6 +231,11 @@ void check_image_path(const std::string& path) {
     if (path.find('\0') != std::string::npos)
         SVM_THROW(printable(path) + " contains a NUL byte; give the image's absolute path");
     if (path[0] != '/') SVM_THROW(path + " is not an absolute path; give the image's absolute path");
+    // The per-job overlay names its backing file in a qcow2 header field of
+    // at most 1023 bytes.
+    if (path.size() > 1023)
+        SVM_THROW("the image path (" + std::to_string(path.size()) + " bytes, starting " + path.substr(0, 40) +
+                  "...) is longer than 1023 bytes; give a shorter path (without /./ or repeated slashes)");
     size_t pos = 0;
     while (pos <= path.size()) {
         size_t next = path.find('/', pos);

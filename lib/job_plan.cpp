@@ -44,6 +44,7 @@ std::string JobPlan::to_json() const {
     set_str(j, "kernel", kernel);
     set_str(j, "initrd", initrd);
     set_str(j, "kernel_copy", kernel_copy);
+    set_str(j, "overlay_dir", overlay_dir);
     set_str(j, "initrd_copy", initrd_copy);
     set_str(j, "cmdline", cmdline);
     set_str(j, "hostname", hostname);
@@ -125,6 +126,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.kernel = s("kernel");
     p.initrd = s("initrd");
     p.kernel_copy = s("kernel_copy");
+    p.overlay_dir = s("overlay_dir");
     p.initrd_copy = s("initrd_copy");
     p.cmdline = s("cmdline");
     p.hostname = s("hostname");

@@ -70,7 +70,8 @@ struct JobPlan {
 
     // Files in the job directory.
     std::string dir;
-    std::string overlay() const { return dir + "/overlay.qcow2"; }
+    std::string overlay_dir;  // the job's directory on the node's overlay scratch space
+    std::string overlay() const { return (overlay_dir.empty() ? dir : overlay_dir) + "/overlay.qcow2"; }
     std::string seed() const { return dir + "/seed.iso"; }
     std::string console_log() const { return dir + "/console.log"; }    // QEMU's (job group), capped by the keeper
     std::string console_copy() const { return dir + "/console.txt"; }   // for the user: filtered, when the guest failed

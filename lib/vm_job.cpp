@@ -21,6 +21,7 @@
 #include "irq_profile.hpp"
 #include "ledger.hpp"
 #include "libvirt_session.hpp"
+#include "pci_device.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
 #include "cgroup.hpp"
@@ -73,6 +74,17 @@ void make_job_dir(const std::string& dir, uid_t uid) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + dir);
     chown_mode(dir, 0, 0, 0700);
     if (uid != 0) grant_user(dir, uid, 1);
+}
+
+// The IOMMU groups of the functions given to the guest (each once).
+std::vector<int> vfio_groups_of(const SysfsRoot& root, const std::vector<PciAddress>& functions) {
+    std::vector<int> groups;
+    for (const auto& a : functions) {
+        auto g = read_pci_device(root, a).iommu_group;
+        if (!g) SVM_THROW(a.str() + " has no IOMMU group: the node's IOMMU is off");
+        if (std::find(groups.begin(), groups.end(), *g) == groups.end()) groups.push_back(*g);
+    }
+    return groups;
 }
 
 ImagePolicy policy_of(const NodeConfig& cfg) {
@@ -155,6 +167,11 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
         auto gid = json_get_int(d, "gid");
         if (path.empty() || !gid) SVM_THROW("dev_acl entry without path or gid");
         revoke_group(path, static_cast<gid_t>(*gid));
+    };
+    m["overlay_dir"] = [](const json_t* d) {
+        auto path = json_get_string(d, "path").value_or("");
+        if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("overlay_dir entry without a job path");
+        remove_tree(path);
     };
     m["net_filter"] = [](const json_t* d) {
         // Undone after this node's lease is released (ledger order is
@@ -487,7 +504,16 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 json_object_set_new(d.get(), "owner", json_string(owner.c_str()));
                 return d;
             }());
-            take_lease(cfg.lease_dir(), p.ip, owner);
+            // Another job holding this address is no fault of the node's:
+            // the job fails, the node stays up.
+            std::string held_by;
+            if (take_lease(cfg.lease_dir(), p.ip, owner, &held_by).empty()) {
+                auto f = teardown_job(cfg, req.job_id);
+                (void)f;
+                return refuse("the guest address " + p.ip + " of job " + std::to_string(req.job_id) + " on " +
+                              req.node + " is held by " + held_by +
+                              " (job ids 254 apart share addresses); resubmit the job");
+            }
         } else {
             p.peers.push_back({req.node, p.hostname, ""});
         }
@@ -545,6 +571,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                     ledger.record(kind, Json(json_deep_copy(d)));
                 });
                 plan_devices_of_guest(p, plan, pd);
+                // Exactly the job's VFIO groups, to the job's group alone.
+                for (int g : vfio_groups_of(root, pd.hostdevs)) grant_device(ledger, root.dev_vfio(g), qgid);
                 Json acct(json_object());
                 json_object_set_new(acct.get(), "plan", plan.to_json().release());
                 if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
@@ -583,6 +611,18 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
 
         // 4. The overlay: root-owned, backing format pinned, the user's image
         // never opened by root (-u: qemu-img does not open the backing file).
+        // On the node's scratch space, in a directory of the job's own
+        // (recorded first, removed by the epilog).
+        p.overlay_dir = cfg.job_overlay_dir(req.job_id);
+        ledger.record("overlay_dir", [&] {
+            Json d(json_object());
+            json_object_set_new(d.get(), "path", json_string(p.overlay_dir.c_str()));
+            return d;
+        }());
+        mkdir_p(cfg.overlay_dir, 0711);
+        remove_tree(p.overlay_dir);
+        if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
+        chown_mode(p.overlay_dir, 0, qgid, 0710);
         run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image,
                      p.overlay(), std::to_string(p.image_virtual_size)});
         chown_mode(p.overlay(), 0, qgid, 0660);

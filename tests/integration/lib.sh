@@ -72,19 +72,23 @@ wait_clean() {
     fail "leftovers of job $id after ${t}s: $(leftovers "$id")"
 }
 
-# What is left of job ID (empty = nothing): job dirs, ledgers, leases,
-# keepers, guests and cgroups on every node.
+# What is left of job ID (empty = nothing): job dirs, ledgers, overlays,
+# leases, keepers, guests, cgroups and ACL entries on every node.
 leftovers() {
     local id="$1" n out=""
     for n in "${SVM_NODES[@]}"; do
         [[ -e "$SVM_STATE_ROOT/$n/job_$id" ]] && out+=" $n:job_dir"
         [[ -e "$SVM_STATE_ROOT/$n/ledger/job_$id.json" ]] && out+=" $n:ledger"
+        [[ -e "/var/lib/slurm-vm/$n/overlays/job_$id" ]] && out+=" $n:overlay"
     done
     if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
     if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
     if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi
     if [[ -n "$(find /sys/fs/cgroup -mindepth 4 -maxdepth 4 -name "job_$id" 2>/dev/null | head -n1)" ]]; then
         out+=" cgroup"
+    fi
+    if [[ -e /dev/kvm ]] && getfacl -n /dev/kvm 2>/dev/null | grep -q "^group:$((0x70000000 + id)):"; then
+        out+=" kvm-acl"
     fi
     echo "${out# }"
 }

@@ -15,13 +15,18 @@
 //   hold     --group G --device ADDR --seconds S [--ready FILE]
 //            open the device through VFIO (container, group, device fd) like
 //            QEMU does, and keep it open for S seconds
-//   viable   --group G                             VFIO_GROUP_GET_STATUS + SET_CONTAINER:
-//            does the kernel accept the group for a guest? prints yes/no
+//   viable   --group G [--as-gid X]                VFIO_GROUP_GET_STATUS + SET_CONTAINER:
+//            does the kernel accept the group for a guest? prints yes/no; with
+//            --as-gid, tried as uid 65534 with only group X (a job's guest identity)
+//   grant    --group G --gid X                     the job group X's ACL entry on /dev/vfio/G
+//            (dev_acl, as the prolog gives a job its groups); revoke: take it back
 //
 // Every sysfs write is logged on stderr ("write #n path <- value").
 #include <fcntl.h>
 #include <linux/vfio.h>
+#include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "dev_acl.hpp"
 #include "device_config.hpp"
 #include "device_plan.hpp"
 #include "device_steps.hpp"
@@ -84,6 +90,7 @@ struct Opts {
     std::vector<std::string> gres;
     bool want_vf = true;
     int fail_write = 0, group = -1, seconds = 0;
+    long as_gid = -1, gid = -1;
     std::optional<int> numa;
 };
 
@@ -110,6 +117,8 @@ Opts parse(int argc, char** argv) {
         else if (a == "--fail-write") o.fail_write = std::stoi(val());
         else if (a == "--numa") o.numa = std::stoi(val());
         else if (a == "--group") o.group = std::stoi(val());
+        else if (a == "--as-gid") o.as_gid = std::stol(val());
+        else if (a == "--gid") o.gid = std::stol(val());
         else if (a == "--device") o.device = val();
         else if (a == "--seconds") o.seconds = std::stoi(val());
         else if (a == "--ready") o.ready = val();
@@ -264,11 +273,36 @@ int open_group(int group, int& container, std::string& why) {
 }
 
 int cmd_viable(const Opts& o) {
+    if (o.as_gid >= 0) {
+        // As a job's guest identity: an unprivileged uid with only that group.
+        std::fflush(stdout);
+        pid_t pid = ::fork();
+        if (pid < 0) return 1;
+        if (pid == 0) {
+            gid_t g = static_cast<gid_t>(o.as_gid);
+            if (::setgroups(1, &g) != 0 || ::setgid(g) != 0 || ::setuid(65534) != 0) _exit(2);
+            Opts mine = o;
+            mine.as_gid = -1;
+            _exit(cmd_viable(mine));
+        }
+        int st = 0;
+        ::waitpid(pid, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    }
     int container = -1;
     std::string why;
     int g = open_group(o.group, container, why);
     std::printf("%s%s%s\n", g >= 0 ? "yes" : "no", g >= 0 ? "" : ": ", why.c_str());
+    std::fflush(stdout);
     return g >= 0 ? 0 : 1;
+}
+
+int cmd_grant(const Opts& o, bool grant) {
+    if (o.group < 0 || o.gid < 0) usage("grant/revoke need --group and --gid");
+    std::string dev = "/dev/vfio/" + std::to_string(o.group);
+    if (grant) grant_group_rw(dev, static_cast<gid_t>(o.gid));
+    else revoke_group(dev, static_cast<gid_t>(o.gid));
+    return 0;
 }
 
 int cmd_hold(const Opts& o) {
@@ -306,6 +340,8 @@ int main(int argc, char** argv) {
         if (o.cmd == "holders") return cmd_holders(o);
         if (o.cmd == "hold") return cmd_hold(o);
         if (o.cmd == "viable") return cmd_viable(o);
+        if (o.cmd == "grant") return cmd_grant(o, true);
+        if (o.cmd == "revoke") return cmd_grant(o, false);
     } catch (const Error& e) {
         std::fprintf(stderr, "svm-lab-driver %s: %s\n", o.cmd.c_str(), e.chain().c_str());
         return 1;
