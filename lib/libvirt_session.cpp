@@ -50,7 +50,8 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     conf += "remember_owner = 0\n";
     conf += "security_driver = \"none\"\n";
     conf += "cgroup_controllers = [ ]\n";
-    conf += "namespaces = [ ]\n";
+    // A private /dev for QEMU holding only the devices of its guest.
+    conf += "namespaces = [ \"mount\" ]\n";
     conf += "stdio_handler = \"file\"\n";
     conf += "clear_emulator_capabilities = 1\n";
     // QEMU's own seccomp sandbox: no spawning, no privilege changes, no

@@ -63,11 +63,12 @@ grep -q "CHGRP-KVM-DONE" "$out" && fail "root in the guest gave $f to the kvm gr
 # On the host, as the user, with whatever the file gives: the victim's keys,
 # its overlay, and the attacker's own job's libvirt tree stay out of reach.
 vdir="$SVM_STATE_ROOT/node2/job_$victim"
-[[ -e "$vdir/seed.iso" ]] || fail "the victim's seed is not where expected ($vdir)"
+vovl="/var/lib/slurm-vm/node2/overlays/job_$victim/overlay.qcow2"
+[[ -e "$vdir/seed.iso" && -e "$vovl" ]] || fail "the victim's seed or overlay is not where expected ($vdir, $vovl)"
 if as_user "$SVM_USER" "$f" -c "cat '$vdir/seed.iso' >/dev/null" 2>/dev/null; then
     fail "$SVM_USER read job $victim's seed.iso (its private keys) through $f"
 fi
-if as_user "$SVM_USER" "$f" -c "test -w '$vdir/overlay.qcow2'" 2>/dev/null; then
+if as_user "$SVM_USER" "$f" -c "test -w '$vovl' || test -r '$vovl'" 2>/dev/null; then
     fail "$SVM_USER could write job $victim's overlay"
 fi
 if as_user "$SVM_USER" "$f" -c "ls '$SVM_STATE_ROOT/node1/job_$id/libvirt/lib'" >/dev/null 2>&1; then

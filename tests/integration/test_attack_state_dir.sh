@@ -5,7 +5,8 @@
 # root's, 0700, with only "pass through" for the job's user; libvirt's tree
 # for the guest is root's and the job's group's (the user is not in it);
 # QEMU's files (overlay, seed, console) are out of the user's reach; QEMU's
-# memory and descriptors cannot be inspected through /proc; and the guest,
+# memory and descriptors cannot be inspected through /proc; QEMU has a /dev
+# of its own with only the guest's devices; and the guest,
 # root in it (the user's image), cannot fill the node's /run through its
 # console (the keeper caps it). Nothing drains.
 source "$(dirname "$0")/lib.sh"
@@ -33,6 +34,8 @@ trap 'scancel "$id" 2>/dev/null || true' EXIT
 log "job $id"
 wait_output "$wd/slurm-$id.out" "^flooded" "the console flood" 600
 dir="$SVM_STATE_ROOT/node1/job_$id"
+ovl="/var/lib/slurm-vm/node1/overlays/job_$id/overlay.qcow2"
+[[ -f "$ovl" ]] || fail "job $id has no overlay at $ovl"
 
 u() { as_user "$SVM_USER" sh -c "$1" >/dev/null 2>&1; }
 o() { as_user "$SVM_USER2" sh -c "$1" >/dev/null 2>&1; }
@@ -43,7 +46,7 @@ u "touch '$dir/x'" && fail "$SVM_USER created a file in root's job directory"
 u "mv '$dir/plan.json' '$dir/p'" && fail "$SVM_USER renamed a file in root's job directory"
 u "ls '$dir/libvirt'" && fail "$SVM_USER reached into libvirt's tree for the guest"
 u "cat '$dir/seed.iso'" && fail "$SVM_USER read the guest's seed (its host key)"
-u "test -w '$dir/overlay.qcow2' || test -r '$dir/overlay.qcow2'" && fail "$SVM_USER can open the overlay"
+u "test -w '$ovl' || test -r '$ovl' || ls '$(dirname "$ovl")'" && fail "$SVM_USER can reach the overlay"
 u "echo forged >>'$dir/console.log'" && fail "$SVM_USER wrote into the guest's console log"
 u "echo forged >>'$dir/id_ed25519'" && fail "$SVM_USER can write the key file"
 owned="$(find "$dir" -maxdepth 1 -user "$SVM_USER" -printf '%f ' )"
@@ -57,9 +60,18 @@ for f in "$img" "$VM_TEST_KERNEL" "$VM_TEST_INITRD"; do
     grep -qF "$f" <<<"$args" && fail "QEMU's command line names the user's $f"
 done
 grep -q '/dev/fdset/' <<<"$args" || fail "QEMU does not get the image as a descriptor"
+# QEMU's /dev is its own: only the devices a guest needs (a mount namespace).
+qdev="$(nsenter -t "$q" -m ls /dev | tr '\n' ' ')"
+for e in $qdev; do
+    case "$e" in full|kvm|null|ptmx|pts|random|shm|urandom|zero|vfio|hugepages|hugepages*|mqueue|net) ;;
+        *) fail "QEMU sees /dev/$e of the host (its /dev: $qdev)" ;;
+    esac
+done
+[[ "$(nsenter -t "$q" -m readlink /proc/self/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ]] ||
+    fail "QEMU shares the host's mount namespace"
 u "cat /proc/$q/environ" && fail "$SVM_USER read QEMU's environment"
 # Listing QEMU's descriptor numbers is the owner's; following one is not.
-ofd="$(find "/proc/$q/fd" -lname "$dir/overlay.qcow2" -printf '%f\n' | head -n1)"
+ofd="$(find "/proc/$q/fd" -lname "$ovl" -printf '%f\n' | head -n1)"
 [[ -n "$ofd" ]] || fail "QEMU of job $id holds no descriptor of its overlay"
 u "head -c1 /proc/$q/fd/$ofd" && fail "$SVM_USER opened the overlay through QEMU's descriptor $ofd"
 u "readlink /proc/$q/fd/$ofd" && fail "$SVM_USER followed QEMU's descriptor $ofd"
