@@ -35,6 +35,17 @@ private:
     std::string what_;
 };
 
+// The job's request or the user's guest is at fault (a bad image, a path,
+// an option, an address another job holds): the job fails with reason()
+// and the node stays up. Every other Error is the node's: it drains. The
+// prolog decides by this type alone (vm_job.cpp, prepare_job).
+class UserError : public Error {
+public:
+    using Error::Error;
+    // The same sentence, now known to be the user's.
+    explicit UserError(const Error& e) : Error(e) {}
+};
+
 // "open /x: No such file or directory" for the current errno.
 std::string errno_message(const std::string& what, int err);
 std::string errno_message(const std::string& what);
@@ -43,4 +54,5 @@ std::string errno_message(const std::string& what);
 
 #define SVM_THROW(msg) throw ::svm::Error((msg), __FILE__, __LINE__, __func__)
 #define SVM_THROW_ERRNO(what) throw ::svm::Error(::svm::errno_message(what), __FILE__, __LINE__, __func__)
+#define SVM_REFUSE(msg) throw ::svm::UserError((msg), __FILE__, __LINE__, __func__)
 #define SVM_CONTEXT(err, msg) (err).add_context((msg), __FILE__, __LINE__, __func__)

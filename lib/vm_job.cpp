@@ -439,9 +439,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 SVM_THROW("--vm-initrd needs --vm-kernel as well");
             if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
         } catch (const Error& e) {
-            auto failures = teardown_job(cfg, req.job_id);
-            (void)failures;
-            return refuse(e.reason());
+            throw UserError(e);  // everything here is about what the user gave
         }
         p.image = req.image;
         p.image_format = format_name(info.format);
@@ -508,9 +506,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             // the job fails, the node stays up.
             std::string held_by;
             if (take_lease(cfg.lease_dir(), p.ip, owner, &held_by).empty()) {
-                auto f = teardown_job(cfg, req.job_id);
-                (void)f;
-                return refuse("the guest address " + p.ip + " of job " + std::to_string(req.job_id) + " on " +
+                SVM_REFUSE("the guest address " + p.ip + " of job " + std::to_string(req.job_id) + " on " +
                               req.node + " is held by " + held_by +
                               " (job ids 254 apart share addresses); resubmit the job");
             }
@@ -545,9 +541,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         // 3b. Devices: exactly the GPUs Slurm gave the job here (and what
         // must travel with them), plus a VF when the node provides them.
         if (!req.gpus.empty() && !cfg.devices) {
-            auto f = teardown_job(cfg, req.job_id);
-            (void)f;
-            return refuse("node " + req.node + " is not configured for GPU passthrough; submit VM jobs with GPUs to "
+            SVM_REFUSE("node " + req.node + " is not configured for GPU passthrough; submit VM jobs with GPUs to "
                           "nodes whose slurm-vm configuration lists them");
         }
         if (cfg.devices) {
@@ -604,9 +598,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             if (!p.kernel.empty()) copy_boot_file_as_user(p.kernel, who, "kernel", p.kernel_copy, qgid);
             if (!p.initrd.empty()) copy_boot_file_as_user(p.initrd, who, "initrd", p.initrd_copy, qgid);
         } catch (const Error& e) {
-            auto f = teardown_job(cfg, req.job_id);
-            (void)f;
-            return refuse(e.reason());
+            throw UserError(e);
         }
 
         // 4. The overlay: root-owned, backing format pinned, the user's image
@@ -656,7 +648,19 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         write_guest_state(p, "prepared");
         result.status = PrologStatus::prepared;
         return result;
+    } catch (const UserError& e) {
+        // The one place where a failure is classified: the user's → the job
+        // fails with the sentence, the node stays up (unless undoing fails:
+        // then the node is at fault after all).
+        auto failures = teardown_job(cfg, req.job_id);
+        if (!failures.empty()) {
+            Error n(e.reason(), __FILE__, __LINE__, __func__);
+            for (const auto& f : failures) SVM_CONTEXT(n, "and while undoing: " + f);
+            throw n;
+        }
+        return refuse(e.reason());
     } catch (Error& e) {
+        // Anything else is the node's: undo, and the prolog drains it.
         auto failures = teardown_job(cfg, req.job_id);
         for (const auto& f : failures) SVM_CONTEXT(e, "and while undoing: " + f);
         throw;
