@@ -5,14 +5,23 @@
 //   2. an embedded libvirt root with the given qemu.conf and a warm QEMU
 //      capabilities cache (the same settings as the keeper's),
 //   3. virConnectOpen("qemu:///embed?root=...") + virDomainCreateXML of the
-//      given domain XML (inside the guests' network namespace, as the keeper),
+//      given domain XML (inside the guests' network namespace, as the keeper);
+//      when the XML names a descriptor group for the backing image (as the
+//      keeper's does: QEMU gets the image as a descriptor, never by path):
+//      virDomainDefineXML + virDomainFDAssociate of the image opened
+//      read-only + virDomainCreate, as the keeper,
 //   4. optionally: until the guest's TCP port 22 accepts a connection,
 //      or until its console log shows a text (KVM probe),
-//   5. optionally: virDomainDestroy and the removal of a directory.
+//   4b. optionally: a command once the wait succeeded (bench/run gives an
+//      `ssh ... true` with the job's key: the first command over SSH),
+//   5. optionally: virDomainDestroy and the removal of directories.
 //
-// Prints one JSON object of timings (milliseconds) on stdout. On SIGTERM or
-// SIGINT, and on any failure after the guest was created, the guest is
-// destroyed before exiting.
+// Prints one JSON object of timings (milliseconds) on stdout, and whether
+// libvirt found the capabilities cache stale and probed QEMU (caps_probed;
+// the fresh capabilities then replace those of --caps-from, as the keeper
+// refreshes the node's cache).
+// On SIGTERM or SIGINT, and on any failure after the guest was created, the
+// guest is destroyed before exiting.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -52,7 +61,8 @@ double now_ms() {
 
 [[noreturn]] void die(const std::string& why) {
     std::fprintf(stderr, "svm-bench-raw-start: %s\n", why.c_str());
-    std::exit(1);
+    std::fflush(nullptr);
+    ::_exit(1);  // not exit(): libvirt's embedded driver can hold up atexit for a minute
 }
 
 std::string read_all(const std::string& path) {
@@ -97,6 +107,23 @@ int run(const std::vector<std::string>& argv) {
 
 int rm_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 
+// The capabilities cache's files (name, size, ctime): libvirt rewrites them
+// when it finds them stale and probes QEMU again (as the keeper checks).
+std::string caps_fingerprint(const std::string& dir) {
+    std::string out;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (struct dirent* e = ::readdir(d)) {
+            struct stat st;
+            std::string n = e->d_name;
+            if (n == "." || n == ".." || ::stat((dir + "/" + n).c_str(), &st) != 0) continue;
+            out += n + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+                   std::to_string(st.st_ctim.tv_nsec) + ";";
+        }
+        ::closedir(d);
+    }
+    return out;
+}
+
 std::string last_error() {
     virErrorPtr e = virGetLastError();
     return e && e->message ? e->message : "unknown libvirt error";
@@ -121,7 +148,7 @@ void usage() {
         "usage: svm-bench-raw-start --xml FILE --root DIR --qemu-conf FILE --caps-from DIR\n"
         "         [--overlay PATH --backing IMG --backing-format FMT --size BYTES [--qemu-img PATH] [--group GID]]\n"
         "         [--netns NAME] [--wait-ssh IP | --wait-console FILE:TEXT] [--timeout S]\n"
-        "         [--destroy] [--remove DIR]\n"
+        "         [--exec SHELL-COMMAND] [--destroy] [--remove DIR]...\n"
         "       svm-bench-raw-start --warm-caps DIR [--qemu-conf FILE] [--emulator PATH] [--domain-type qemu|kvm]\n"
         "The raw baseline of bench/run; prints timings (ms) as JSON.");
 }
@@ -130,7 +157,8 @@ void usage() {
 
 int main(int argc, char** argv) {
     std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size, qemu_img = "/usr/bin/qemu-img";
-    std::string netns, wait_ip, wait_console, remove_dir, warm_caps;
+    std::string netns, wait_ip, wait_console, warm_caps, exec_cmd;
+    std::vector<std::string> remove_dirs;
     std::string emulator = "/usr/bin/qemu-system-x86_64", domain_type = "qemu";
     int gid = -1;
     double timeout_s = 300;
@@ -156,7 +184,8 @@ int main(int argc, char** argv) {
         else if (a == "--wait-console") wait_console = next();
         else if (a == "--timeout") timeout_s = std::atof(next().c_str());
         else if (a == "--destroy") destroy = true;
-        else if (a == "--remove") remove_dir = next();
+        else if (a == "--remove") remove_dirs.push_back(next());
+        else if (a == "--exec") exec_cmd = next();
         else if (a == "--warm-caps") warm_caps = next();
         else if (a == "--emulator") emulator = next();
         else if (a == "--domain-type") domain_type = next();
@@ -236,16 +265,49 @@ int main(int argc, char** argv) {
         ::close(fd);
     }
     double t_root = now_ms();
+    std::string caps_before = caps_fingerprint(caps_dst);
     std::string uri = "qemu:///embed?root=" + root;
     virConnectPtr conn = virConnectOpen(uri.c_str());
     if (!conn) die("connect " + uri + ": " + last_error());
     double t_conn = now_ms();
-    virDomainPtr dom = virDomainCreateXML(conn, xml.c_str(), 0);
-    if (!dom) die("virDomainCreateXML: " + last_error());
+    virDomainPtr dom = nullptr;
+    bool defined = false;
+    auto fdg = xml.find("fdgroup='");
+    if (fdg == std::string::npos) {
+        dom = virDomainCreateXML(conn, xml.c_str(), 0);
+        if (!dom) die("virDomainCreateXML: " + last_error());
+    } else {
+        std::string group = xml.substr(fdg + 9, xml.find('\'', fdg + 9) - fdg - 9);
+        int image_fd = ::open(backing.c_str(), O_RDONLY | O_CLOEXEC);
+        if (image_fd < 0) die("open " + backing + ": " + std::strerror(errno));
+        dom = virDomainDefineXML(conn, xml.c_str());
+        if (!dom) die("virDomainDefineXML: " + last_error());
+        defined = true;
+        int fds[1] = {image_fd};
+        if (virDomainFDAssociate(dom, group.c_str(), 1, fds, 0) != 0 || virDomainCreate(dom) != 0) {
+            std::string why = last_error();
+            virDomainUndefine(dom);
+            die("virDomainFDAssociate + virDomainCreate: " + why);
+        }
+        ::close(image_fd);
+    }
     double t_created = now_ms();
+    bool caps_probed = caps_fingerprint(caps_dst) != caps_before;
+    if (caps_probed) {
+        // As the keeper refreshes the node's cache: the next start finds fresh capabilities.
+        if (DIR* d = ::opendir(caps_dst.c_str())) {
+            while (struct dirent* e = ::readdir(d)) {
+                std::string n = e->d_name;
+                if (n.size() > 4 && n.substr(n.size() - 4) == ".xml")
+                    write_all(caps_src + "/" + n, read_all(caps_dst + "/" + n), 0644);
+            }
+            ::closedir(d);
+        }
+    }
 
     auto fail = [&](const std::string& why) {
         virDomainDestroy(dom);
+        if (defined) virDomainUndefine(dom);
         virDomainFree(dom);
         virConnectClose(conn);
         die(why);
@@ -274,15 +336,24 @@ int main(int argc, char** argv) {
         t_waited = now_ms();
     }
 
+    // 4b. The first command (in the network namespace, like the wait).
+    double t_exec = t_waited;
+    int exec_rc = -1;
+    if (!exec_cmd.empty() && (waited_for == "ssh" || waited_for == "console")) {
+        exec_rc = run({"/bin/sh", "-c", exec_cmd});
+        t_exec = now_ms();
+    }
+
     // 5. Tear down.
-    double t_destroyed = t_waited, t_removed = t_waited;
-    if (destroy || !remove_dir.empty()) {
+    double t_destroyed = t_exec, t_removed = t_exec;
+    if (destroy || !remove_dirs.empty()) {
         if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) != 0) fail("virDomainDestroy: " + last_error());
+        if (defined) virDomainUndefine(dom);
         virDomainFree(dom);
         virConnectClose(conn);
         dom = nullptr;
         t_destroyed = now_ms();
-        if (!remove_dir.empty()) ::nftw(remove_dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        for (const auto& dir : remove_dirs) ::nftw(dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         t_removed = now_ms();
     } else {
         // Without --destroy the guest lives until SIGTERM/SIGINT (the process owns it).
@@ -290,6 +361,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         while (!g_stop && virDomainIsActive(dom) == 1) ::usleep(100000);
         virDomainDestroy(dom);
+        if (defined) virDomainUndefine(dom);
         virDomainFree(dom);
         virConnectClose(conn);
         return 0;
@@ -298,9 +370,10 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"overlay_ms\": %.1f, \"root_ms\": %.1f, \"connect_ms\": %.1f, \"define_create_ms\": %.1f, "
         "\"start_ms\": %.1f, \"waited_for\": \"%s\", \"wait_ms\": %.1f, \"boot_ms\": %.1f, \"stopped_early\": %s, "
-        "\"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f}\n",
+        "\"exec_ms\": %.1f, \"exec_rc\": %d, \"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f, "
+        "\"caps_probed\": %s}\n",
         t_overlay - t0, t_root - t_overlay, t_conn - t_root, t_created - t_conn, t_created - t0, waited_for.c_str(),
-        t_waited - t_created, t_waited - t_conn, stopped_early ? "true" : "false", t_destroyed - t_waited,
-        t_removed - t_destroyed, t_removed - t_waited);
+        t_waited - t_created, t_waited - t_conn, stopped_early ? "true" : "false", t_exec - t_waited, exec_rc,
+        t_destroyed - t_exec, t_removed - t_destroyed, t_removed - t_exec, caps_probed ? "true" : "false");
     return 0;
 }
