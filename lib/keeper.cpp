@@ -178,15 +178,47 @@ DomainPtr start_domain(virConnectPtr c, const std::string& xml, int image_fd, st
     return DomainPtr();
 }
 
+// This thread on one CPU (the lowest it may use) until release(): libvirt
+// reads the host's CPUID data on the connecting thread's CPU.
+class CpuPin {
+public:
+    CpuPin() {
+        if (::sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &saved_)) {
+                cpu_set_t one;
+                CPU_ZERO(&one);
+                CPU_SET(c, &one);
+                if (::sched_setaffinity(0, sizeof one, &one) == 0) {
+                    cpu_ = c;
+                    pinned_ = true;
+                }
+                return;
+            }
+    }
+    ~CpuPin() { release(); }
+    void release() {
+        if (pinned_) ::sched_setaffinity(0, sizeof saved_, &saved_);
+        pinned_ = false;
+    }
+    int cpu() const { return cpu_; }
+
+private:
+    cpu_set_t saved_{};
+    int cpu_ = 0;
+    bool pinned_ = false;
+};
+
 // Why libvirt probed QEMU while creating the guest, for the admin.
-std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p) {
-    std::string why;
+std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p, int cpu) {
+    std::string why = " (no valid cache for CPU " + std::to_string(cpu) +
+                      " yet: the first guest after a QEMU or libvirt upgrade on each CPU pays once)";
     if (path_exists(cfg.kvm_device) && !accessible_rw_as(cfg.kvm_device, p.uid, p.guest_gid))
-        why = ": " + cfg.kvm_device + " is not readable and writable by the guest's identity (uid " +
+        why += ": " + cfg.kvm_device + " is not readable and writable by the guest's identity (uid " +
               std::to_string(p.uid) + ", gid " + std::to_string(p.guest_gid) +
               "), so libvirt takes its cached capabilities (probed with KVM) as stale; does the file system of " +
               cfg.kvm_device + " support ACLs? (slurm-vm doctor checks this)";
-    return "libvirt probed QEMU's capabilities again while creating the guest (seconds on every start)" + why;
+    return "libvirt probed QEMU's capabilities again while creating the guest (seconds)" + why;
 }
 
 }  // namespace
@@ -408,8 +440,16 @@ int run_keeper(const KeeperOptions& o) {
         }
     }
 
-    // 3. Start the guest.
+    // 3. Start the guest, connecting from one CPU whose cached QEMU
+    // capabilities libvirt will take as valid (libvirt_session.hpp).
     write_guest_state(p, "booting");
+    CpuPin pin;
+    std::string cpu_cache = path_join(cfg.state_dir, "libvirt-caps/cpu" + std::to_string(pin.cpu()));
+    try {
+        use_capabilities_cache(p.embed_root(), cpu_cache);
+    } catch (const Error& e) {
+        log::warn("the capabilities cache of CPU " + std::to_string(pin.cpu()) + " was not used: " + e.chain());
+    }
     std::string caps_before = capabilities_fingerprint(p.embed_root());
     long t0 = now_ms();
     ConnectPtr conn;
@@ -433,14 +473,15 @@ int run_keeper(const KeeperOptions& o) {
         return fail("the guest on " + p.node + " could not be started: " + e.chain());
     }
     long t_created = now_ms();
+    pin.release();
     log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
     bool caps_probed = capabilities_fingerprint(p.embed_root()) != caps_before;
-    if (caps_probed) {
-        log::warn(capabilities_probe_note(cfg, p));
+    if (caps_probed) log::warn(capabilities_probe_note(cfg, p, pin.cpu()));
+    if (caps_probed || !path_exists(path_join(cpu_cache, "cache/qemu/capabilities"))) {
         try {
-            refresh_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"));
+            refresh_capabilities_cache(p.embed_root(), cpu_cache);
         } catch (const Error& e) {
-            log::warn("the node's capabilities cache was not refreshed: " + e.chain());
+            log::warn("the capabilities cache of CPU " + std::to_string(pin.cpu()) + " was not refreshed: " + e.chain());
         }
     }
 

@@ -108,10 +108,22 @@ std::string capabilities_fingerprint(const std::string& root) {
     return out;
 }
 
+void use_capabilities_cache(const std::string& root, const std::string& cache_root) {
+    std::string src = path_join(cache_root, "cache/qemu/capabilities");
+    std::vector<std::string> files;
+    for (const auto& f : list_dir(src))
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") files.push_back(f);
+    if (files.empty()) return;
+    std::string dst = path_join(root, "cache/qemu/capabilities");
+    mkdir_p(dst, 0755);
+    for (const auto& f : list_dir(dst)) ::unlink(path_join(dst, f).c_str());
+    for (const auto& f : files) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+}
+
 void refresh_capabilities_cache(const std::string& root, const std::string& cache_root) {
     std::string src = path_join(root, "cache/qemu/capabilities");
     std::string dst = path_join(cache_root, "cache/qemu/capabilities");
-    if (!path_exists(dst)) return;  // the node's cache is made by the prolog only
+    mkdir_p(dst, 0700);
     FileLock lock(path_join(cache_root, ".lock"));
     std::vector<std::string> fresh;
     for (const auto& f : list_dir(src))

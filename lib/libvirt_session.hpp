@@ -48,9 +48,17 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
 // cache says KVM was usable but the guest's identity cannot open /dev/kvm.
 std::string capabilities_fingerprint(const std::string& root);
 
-// After libvirt re-probed QEMU in a job's ROOT (its cached capabilities had
-// gone stale: QEMU or libvirt upgraded, /dev/kvm changed), the fresh ones
-// replace the node's cache so that the next guest starts without a probe.
+// libvirt keeps the host's CPUID data with its cached QEMU capabilities and
+// takes the cache for stale when they differ; that data includes the x2APIC
+// id of the CPU the connecting thread runs on. So the node keeps one cache
+// per CPU (cache_root = <state_dir>/libvirt-caps/cpu<N>), and the keeper
+// connects from a thread pinned to that CPU.
+//
+// Copies the cache of cache_root into the job's ROOT (nothing when absent).
+void use_capabilities_cache(const std::string& root, const std::string& cache_root);
+// After libvirt probed QEMU in a job's ROOT (no cache for this CPU yet, or a
+// stale one: QEMU or libvirt upgraded, /dev/kvm changed), its fresh cache
+// replaces cache_root's so that the next guest on this CPU starts at once.
 void refresh_capabilities_cache(const std::string& root, const std::string& cache_root);
 
 ConnectPtr open_embed(const std::string& root);
