@@ -78,6 +78,9 @@ struct NodeConfig {
     // "%h" = the user's home, "%w" = the job's working directory. Empty: none
     // (the image mounts the site's network file system itself).
     std::vector<std::string> shares = {"%h", "%w"};
+    // When set, shared directories must lie inside one of these (real paths).
+    // Shares are always directories the user owns, never slurm-vm's own.
+    std::vector<std::string> share_roots;
     Json devices;                  // the "devices" object (device layer), may be null
 
     std::string job_dir(uint32_t job_id) const;

@@ -87,6 +87,43 @@ std::vector<int> vfio_groups_of(const SysfsRoot& root, const std::vector<PciAddr
     return groups;
 }
 
+// A directory shown in the guest: looked at as the user (its owner and where
+// it really is), it must be the user's own, inside the site's share_roots
+// when set, and never one of slurm-vm's own directories. Else the job fails
+// with one sentence.
+void check_share(const std::string& dir, const Credentials& who, const NodeConfig& cfg) {
+    RunResult r = run_function_as(
+        who,
+        [&](int out_fd) {
+            UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            struct stat st;
+            if (!fd || ::fstat(fd.get(), &st) != 0) return 3;
+            char real[4096];
+            ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd.get())).c_str(), real, sizeof real - 1);
+            if (n <= 0) return 3;
+            std::string out = std::to_string(st.st_uid) + "\n" + std::string(real, static_cast<size_t>(n));
+            return ::write(out_fd, out.data(), out.size()) == static_cast<ssize_t>(out.size()) ? 0 : 3;
+        },
+        20000);
+    if (!r.ok())
+        SVM_REFUSE(dir + " cannot be opened by user " + who.user + ", so it cannot be shown in the guest; submit "
+                   "from a directory of yours");
+    auto nl = r.out.find('\n');
+    std::string owner = r.out.substr(0, nl), real = nl == std::string::npos ? "" : r.out.substr(nl + 1);
+    std::vector<std::string> ours = {cfg.state_dir, cfg.overlay_dir, cfg.log_dir, cfg.lease_dir()};
+    if (path_inside(real, ours))
+        SVM_REFUSE(dir + " lies in slurm-vm's own directories (" + real + "); submit from a directory of yours");
+    if (owner != std::to_string(who.uid))
+        SVM_REFUSE(dir + " is not yours (it belongs to uid " + owner + "): slurm-vm shows the guest only directories "
+                   "you own; submit from one of yours");
+    if (!cfg.share_roots.empty() && !path_inside(real, cfg.share_roots))
+        SVM_REFUSE(dir + " lies outside the directories this site shares with guests (" + [&] {
+            std::string l;
+            for (const auto& d : cfg.share_roots) l += (l.empty() ? "" : ", ") + d;
+            return l;
+        }() + "); submit from a directory inside them");
+}
+
 ImagePolicy policy_of(const NodeConfig& cfg) {
     ImagePolicy p;
     p.max_virtual_size = cfg.max_image_virtual_size;
@@ -424,6 +461,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                     if (d == k || d.rfind(k + "/", 0) == 0) inside = true;
                 if (!inside) p.shares.push_back(d);
             }
+            for (const auto& d : p.shares) check_share(d, who, cfg);
         }
 
         // 1. The image, opened and checked with the user's credentials only.

@@ -29,7 +29,7 @@ TEST_CASE("read_file names the file in its error") {
     }
 }
 
-TEST_CASE("run captures output, status and stdin; times out") {
+TEST_CASE("run captures output, status and stdin, and times out") {
     auto r = svm::run({"/bin/sh", "-c", "cat; echo err >&2; exit 3"}, {.stdin_data = "hello"});
     CHECK(r.status == 3);
     CHECK(r.out == "hello");

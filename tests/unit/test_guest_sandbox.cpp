@@ -33,7 +33,7 @@ int in_sandbox(Fn fn) {
 }
 }  // namespace
 
-TEST_CASE("under the guest sandbox no file becomes setuid or setgid; ordinary modes still work") {
+TEST_CASE("under the guest sandbox no file becomes setuid or setgid, ordinary modes still work") {
     char tmpl[] = "/tmp/svm-sandbox-XXXXXX";
     REQUIRE(mkdtemp(tmpl));
     std::string dir = tmpl, f = dir + "/f", g = dir + "/g";
