@@ -110,9 +110,12 @@ void check_share(const std::string& dir, const Credentials& who, const NodeConfi
                    "from a directory of yours");
     auto nl = r.out.find('\n');
     std::string owner = r.out.substr(0, nl), real = nl == std::string::npos ? "" : r.out.substr(nl + 1);
+    // Neither inside slurm-vm's own directories nor holding one of them.
     std::vector<std::string> ours = {cfg.state_dir, cfg.overlay_dir, cfg.log_dir, cfg.lease_dir()};
-    if (path_inside(real, ours))
-        SVM_REFUSE(dir + " lies in slurm-vm's own directories (" + real + "); submit from a directory of yours");
+    bool holds = std::any_of(ours.begin(), ours.end(), [&](const std::string& o) { return path_inside(o, {real}); });
+    if (path_inside(real, ours) || holds)
+        SVM_REFUSE(dir + " is or holds one of slurm-vm's own directories (" + real +
+                   "); submit from a directory of yours");
     if (owner != std::to_string(who.uid))
         SVM_REFUSE(dir + " is not yours (it belongs to uid " + owner + "): slurm-vm shows the guest only directories "
                    "you own; submit from one of yours");
