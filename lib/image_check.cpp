@@ -331,34 +331,9 @@ CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& poli
     return out;
 }
 
-CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy) {
-    check_image_path(path);
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) SVM_THROW_ERRNO("socketpair");
-    UniqueFd mine(sv[0]), theirs(sv[1]);
-    const std::string who = user_name(user);
-    RunResult r = run_function_as(
-        user,
-        [&](int out_fd) {
-            ::close(mine.release());
-            return open_and_send(path, who, theirs.get(), out_fd);
-        },
-        policy.qemu_img_timeout_ms);
-    theirs = UniqueFd();
-    if (r.timed_out)
-        SVM_THROW(path + " could not be opened by user " + who + " within " +
-                  seconds(policy.qemu_img_timeout_ms) + "; check that its file system responds");
-    if (r.status == kRefused) SVM_THROW(trim(r.out));
-    if (r.status != 0)
-        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) + "): " + trim(r.err));
-    CheckedImage out;
-    std::string real;
-    out.fd = receive_fd(mine.get(), real);
-    out.info = check_impl(out.fd.get(), path, policy, user, real);
-    return out;
-}
-
-UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms) {
+// Opens path as `user` in a child and receives the descriptor (and where it
+// really points): the one way root gets at a user's file.
+static UniqueFd receive_as_user(const std::string& path, const Credentials& user, int timeout_ms, std::string& real) {
     check_image_path(path);
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) SVM_THROW_ERRNO("socketpair");
@@ -372,11 +347,26 @@ UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int
         },
         timeout_ms);
     theirs = UniqueFd();
-    if (r.timed_out) SVM_THROW(path + " could not be opened by user " + who + " within " + seconds(timeout_ms));
+    if (r.timed_out)
+        SVM_THROW(path + " could not be opened by user " + who + " within " + seconds(timeout_ms) +
+                  "; check that its file system responds");
     if (r.status == kRefused) SVM_THROW(trim(r.out));
-    if (r.status != 0) SVM_THROW("opening " + path + " as user " + who + " failed: " + trim(r.err));
-    std::string real;
+    if (r.status != 0)
+        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) + "): " + trim(r.err));
     return receive_fd(mine.get(), real);
+}
+
+CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy) {
+    CheckedImage out;
+    std::string real;
+    out.fd = receive_as_user(path, user, policy.qemu_img_timeout_ms, real);
+    out.info = check_impl(out.fd.get(), path, policy, user, real);
+    return out;
+}
+
+UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms) {
+    std::string real;
+    return receive_as_user(path, user, timeout_ms, real);
 }
 
 UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user, const FileIdentity& checked,

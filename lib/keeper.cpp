@@ -119,7 +119,7 @@ void ssh_proxy(int listen_fd, std::string ip) {
     }
 }
 
-int listen_unix(const std::string& path, uid_t uid, gid_t gid) {
+int listen_unix(const std::string& path, uid_t uid) {
     ::unlink(path.c_str());
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) SVM_THROW_ERRNO("socket");
@@ -133,7 +133,6 @@ int listen_unix(const std::string& path, uid_t uid, gid_t gid) {
     if (rc != 0) SVM_THROW_ERRNO("bind " + path);
     // Root's socket; the job's user may connect (an ACL entry), and cannot
     // hand it to anyone else.
-    (void)gid;
     grant_user(path, uid, 6);
     if (::listen(fd, 64) != 0) SVM_THROW_ERRNO("listen " + path);
     return fd;
@@ -488,7 +487,7 @@ int run_keeper(const KeeperOptions& o) {
     int lfd = -1;
     if (!p.ip.empty()) {
         try {
-            lfd = listen_unix(p.ssh_socket(), p.uid, p.gid);
+            lfd = listen_unix(p.ssh_socket(), p.uid);
         } catch (const Error& e) {
             virDomainDestroy(dom.get());
             return fail("cannot create the SSH socket on " + p.node + ": " + e.chain());

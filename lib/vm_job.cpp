@@ -177,13 +177,8 @@ void check_boot_file_as_user(const std::string& path, const Credentials& who, co
 // What a job's keeper and QEMU have in their command lines, exactly (a pid
 // file may outlive its process, and the pid may now be another job's).
 std::string qemu_mark(const std::string& domain) { return "guest=" + domain + ","; }
-std::string keeper_mark_of_dir(const std::string& job_dir) {
-    auto pos = job_dir.rfind("/job_");
-    if (pos == std::string::npos) SVM_THROW("not a job directory: " + job_dir);
-    return keeper_mark(static_cast<uint32_t>(std::stoul(job_dir.substr(pos + 5))));
-}
 
-std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
+std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_id) {
     std::map<std::string, UndoFn> m;
     if (cfg.devices) {
         auto dc = std::make_shared<DeviceConfig>(parse_device_config(cfg.devices.get()));
@@ -196,10 +191,10 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
             };
         }
     }
-    m["job_dir"] = [](const json_t* d) {
+    m["job_dir"] = [job_id](const json_t* d) {
         auto path = json_get_string(d, "path").value_or("");
         if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
-        stop_recorded_process(path_join(path, "keeper.pid"), keeper_mark_of_dir(path), 5000);
+        stop_recorded_process(path_join(path, "keeper.pid"), keeper_mark(job_id), 5000);
         remove_tree(path);
     };
     m["dev_acl"] = [](const json_t* d) {
@@ -229,13 +224,12 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg) {
     m["ip_lease"] = [](const json_t* d) {
         release_lease(json_get_string(d, "file").value_or(""), json_get_string(d, "owner").value_or(""));
     };
-    m["domain"] = [](const json_t* d) {
+    m["domain"] = [job_id](const json_t* d) {
         std::string root = json_get_string(d, "embed_root").value_or("");
         std::string name = json_get_string(d, "name").value_or("");
         std::string keeper_pid = json_get_string(d, "keeper_pid_file").value_or("");
         // The keeper holds the embedded driver; it must be gone before we open it.
-        if (!keeper_pid.empty())
-            stop_recorded_process(keeper_pid, keeper_mark_of_dir(keeper_pid.substr(0, keeper_pid.rfind('/'))), 8000);
+        if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, keeper_mark(job_id), 8000);
         std::string qemu_pid = path_join(root, "run/qemu/" + name + ".pid");
         // Only a guest still running needs libvirt (reconnecting costs a
         // second or more); Slurm usually killed it with the job's cgroup.
@@ -710,7 +704,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
 
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
-    std::vector<std::string> failures = undo_all(ledger, undo_actions(cfg));
+    std::vector<std::string> failures = undo_all(ledger, undo_actions(cfg, job_id));
     // A refused job leaves only its state file in the job directory.
     std::string dir = cfg.job_dir(job_id);
     if (failures.empty() && path_exists(dir)) {

@@ -39,3 +39,11 @@ C
     ((ok)) || return 1
     echo "$out"
 }
+
+# attacker_copy DIR: the attacker's image, copied to DIR/mine.qcow2 (the
+# user's own file once the caller chowns DIR); prints its path.
+attacker_copy() {
+    local src
+    src="$(attacker_image)" || return 1
+    cp "$src" "$1/mine.qcow2" && echo "$1/mine.qcow2"
+}

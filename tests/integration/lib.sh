@@ -35,6 +35,12 @@ vm_opts() {
     echo "--vm-image=$VM_TEST_IMAGE --vm-kernel=$VM_TEST_KERNEL --vm-initrd=$VM_TEST_INITRD"
 }
 
+# cluster_setting KEY DEFAULT: a top-level key of the cluster's node configuration.
+cluster_setting() {
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], sys.argv[3]))' \
+        "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$1" "$2"
+}
+
 job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
 
 # wait_job ID TIMEOUT: until the job leaves PENDING/RUNNING/CONFIGURING/COMPLETING.

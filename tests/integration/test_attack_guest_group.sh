@@ -11,10 +11,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/attacker_image.sh"
 
-img_src="$(attacker_image)" || fail "could not build the attacker's image"
 wd="$(workdir)"
-img="$wd/mine.qcow2"
-cp "$img_src" "$img"
+img="$(attacker_copy "$wd")" || fail "could not build the attacker's image"
 kvm_gid="$(getent group kvm | cut -d: -f3)"
 base=$((0x70000000))
 

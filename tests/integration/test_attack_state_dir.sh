@@ -12,12 +12,9 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/attacker_image.sh"
 
-img_src="$(attacker_image)" || fail "could not build the attacker's image"
 wd="$(workdir)"
-img="$wd/mine.qcow2"
-cp "$img_src" "$img"
-cap_kib="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("console_max_kib", 16384))' \
-    "$SVM_CLUSTER_DIR/etc/slurm-vm.json")"
+img="$(attacker_copy "$wd")" || fail "could not build the attacker's image"
+cap_kib="$(cluster_setting console_max_kib 16384)"
 flood_kib=$((cap_kib * 3))
 cat >"$wd/job.sh" <<SCRIPT
 #!/bin/sh

@@ -37,8 +37,7 @@ pass "QEMU killed: job $id failed with '$(grep -m1 'slurm-vm:' "$wd/slurm-$id.ou
 
 # The logs an admin reads afterwards: <log_dir>/node1/job_<id>.log with the
 # prolog's, the keeper's and the epilog's lines, and the guest's console.
-log_dir="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("log_dir", "/var/log/slurm-vm"))' \
-    "$SVM_CLUSTER_DIR/etc/slurm-vm.json")"
+log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
 jlog="$log_dir/node1/job_$id.log"
 end=$(( $(date +%s) + 15 ))
 until grep -q "slurm-vm-epilog\[[0-9]*\] info: job $id on node1: " "$jlog" 2>/dev/null; do

@@ -17,8 +17,7 @@ chown root:root "$kvm" && chmod 0600 "$kvm"     # a fresh machine's /dev/kvm
 emu=/usr/bin/qemu-system-x86_64
 chmod "$(stat -c '%a' "$emu")" "$emu"
 
-log_dir="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("log_dir", "/var/log/slurm-vm"))' \
-    "$SVM_CLUSTER_DIR/etc/slurm-vm.json")"
+log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
 wd="$(workdir)"
 printf '#!/bin/sh\necho ran in $(hostname)\n' >"$wd/job.sh"
 chmod 755 "$wd/job.sh"
