@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +34,7 @@
 #include "image_check.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
+#include "proc.hpp"
 #include "seed.hpp"
 
 namespace svm {
@@ -330,6 +333,10 @@ int run_keeper(const KeeperOptions& o) {
     // step's freezer anyway: see join_cgroups_of). The epilog stops us with
     // TERM.
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
+    // QEMU, which libvirt daemonizes, stays our child: we reap it the moment
+    // it ends (destroy_now, the loops below) instead of waiting for the
+    // node's init, which libvirt would poll for.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     int host_netns = -1;  // the host's network namespace, once we leave it
     // The ready record's publisher: a failure stops it, waits, and then
@@ -473,6 +480,11 @@ int run_keeper(const KeeperOptions& o) {
     }
     long t_created = now_ms();
     pin.release();
+    // A guest that ends by itself is reaped at once (see the subreaper above).
+    pid_t qemu = recorded_process(qemu_pid_file(p.embed_root(), p.domain_name), qemu_mark(p.domain_name));
+    auto reap_qemu = [qemu] {
+        if (qemu > 0) ::waitpid(qemu, nullptr, WNOHANG);
+    };
     log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
     bool caps_probed = capabilities_fingerprint(p.embed_root()) != caps_before;
     if (caps_probed) log::warn(capabilities_probe_note(cfg, p, pin.cpu()));
@@ -489,7 +501,7 @@ int run_keeper(const KeeperOptions& o) {
         try {
             lfd = listen_unix(p.ssh_socket(), p.uid);
         } catch (const Error& e) {
-            virDomainDestroy(dom.get());
+            destroy_now(dom.get(), p.embed_root(), p.domain_name);
             return fail("cannot create the SSH socket on " + p.node + ": " + e.chain());
         }
         std::thread(ssh_proxy, lfd, p.ip).detach();
@@ -502,6 +514,7 @@ int run_keeper(const KeeperOptions& o) {
     std::string tail;
     bool ready = false;
     while (!g_stop) {
+        reap_qemu();
         std::string text;
         try {
             read_file_if_exists(p.console_log(), text);
@@ -519,7 +532,7 @@ int run_keeper(const KeeperOptions& o) {
             auto eol = f == std::string::npos ? f : tail.find('\n', f);
             if (f != std::string::npos && eol != std::string::npos) {
                 std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
-                virDomainDestroy(dom.get());
+                destroy_now(dom.get(), p.embed_root(), p.domain_name);
                 return fail("the guest on " + p.node + " failed to configure itself: " + trim(why) +
                             " (console log kept in " + p.console_log() + ")");
             }
@@ -534,7 +547,7 @@ int run_keeper(const KeeperOptions& o) {
             return fail("the guest on " + p.node + " stopped while booting (see its console log " +
                         p.console_log() + ")");
         if (now_ms() > deadline) {
-            virDomainDestroy(dom.get());
+            destroy_now(dom.get(), p.embed_root(), p.domain_name);
             return fail("the guest on " + p.node + " did not become ready within " +
                         std::to_string(p.boot_timeout_s) + " s (see its console log " + p.console_log() + ")");
         }
@@ -545,7 +558,7 @@ int run_keeper(const KeeperOptions& o) {
         // (no SSH handshake: that costs seconds of emulated crypto).
         int s = connect_guest(p.ip, 30000);
         if (s < 0) {
-            virDomainDestroy(dom.get());
+            destroy_now(dom.get(), p.embed_root(), p.domain_name);
             return fail("the guest on " + p.node + " said it was ready but its SSH server at " + p.ip +
                         " does not answer");
         }
@@ -577,6 +590,7 @@ int run_keeper(const KeeperOptions& o) {
 
     // 5. Live as long as the guest (and the job: Slurm kills us with it).
     while (!g_stop) {
+        reap_qemu();
         try {
             cap_console(p.console_log(), cfg.console_max_kib * 1024);
         } catch (const Error& e) {
@@ -589,9 +603,10 @@ int run_keeper(const KeeperOptions& o) {
         }
         ::usleep(250000);
     }
-    virDomainDestroy(dom.get());
+    long t_stop = now_ms();
+    destroy_now(dom.get(), p.embed_root(), p.domain_name);
     write_guest_state(p, "stopped: the job ended");
-    log::info("guest destroyed: the job ended");
+    log::info("guest destroyed: the job ended (" + std::to_string(now_ms() - t_stop) + " ms)");
     return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <libvirt/virterror.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -146,6 +147,27 @@ DomainPtr lookup_domain(virConnectPtr c, const std::string& name) {
     virDomainPtr d = virDomainLookupByName(c, name.c_str());
     if (!d) virResetLastError();
     return DomainPtr(d);
+}
+
+std::string qemu_mark(const std::string& name) { return "guest=" + name + ","; }
+
+std::string qemu_pid_file(const std::string& root, const std::string& name) {
+    return root + "/run/qemu/" + name + ".pid";
+}
+
+void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name) {
+    pid_t pid = recorded_process(qemu_pid_file(root, name), qemu_mark(name));
+    if (pid > 0 && ::kill(pid, SIGKILL) == 0) {
+        // Reaped here when we are its subreaper (the keeper is), so that
+        // libvirt need not wait for init to do it; otherwise wait until it
+        // is gone or a zombie.
+        if (::waitpid(pid, nullptr, 0) != pid) {
+            for (int waited = 0; waited < 5000 && process_recorded_alive(qemu_pid_file(root, name), qemu_mark(name));
+                 waited += 10)
+                ::usleep(10000);
+        }
+    }
+    virDomainDestroy(dom);
 }
 
 }  // namespace svm

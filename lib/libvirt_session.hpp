@@ -62,6 +62,16 @@ void use_capabilities_cache(const std::string& root, const std::string& cache_ro
 void refresh_capabilities_cache(const std::string& root, const std::string& cache_root);
 
 ConnectPtr open_embed(const std::string& root);
+// What QEMU's command line holds for the domain `name` (with its pid file
+// <root>/run/qemu/<name>.pid, for process_recorded_alive, proc.hpp).
+std::string qemu_mark(const std::string& name);
+std::string qemu_pid_file(const std::string& root, const std::string& name);
+// Ends the domain's QEMU at once (SIGKILL, no graceful exit: for a guest
+// whose job is over, nothing in it matters any more), reaps it when the
+// caller is its subreaper, then lets libvirt tidy its state.
+// virDomainDestroy alone sends SIGTERM and polls every 200 ms until the
+// process is reaped.
+void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name);
 DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
 
 }  // namespace svm

@@ -247,4 +247,72 @@ std::string shell_quote(const std::string& s) {
     return out;
 }
 
+namespace {
+
+// The pid recorded in a pid file; 0 when there is none (or it is not a pid).
+pid_t recorded_pid(const std::string& pid_file) {
+    std::string text;
+    try {
+        if (!read_file_if_exists(pid_file, text)) return 0;
+    } catch (const Error&) {
+        return 0;
+    }
+    text = trim(text);
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+    pid_t pid = static_cast<pid_t>(std::stol(text));
+    return pid > 1 ? pid : 0;
+}
+
+// True while pid runs a command line containing every tab-separated part of
+// `expect` (zombies do not count: a pid file may outlive its process, and
+// pids are reused).
+bool runs(pid_t pid, const std::string& expect) {
+    std::string cmd, stat;
+    try {
+        if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
+        read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat);
+    } catch (const Error&) {
+        return false;
+    }
+    for (auto& c : cmd)
+        if (c == '\0') c = ' ';
+    cmd += ' ';  // the last argument ends like the others
+    for (size_t b = 0; b <= expect.size();) {
+        size_t e = expect.find('\t', b);
+        if (e == std::string::npos) e = expect.size();
+        if (cmd.find(expect.substr(b, e - b)) == std::string::npos) return false;
+        b = e + 1;
+    }
+    auto rp = stat.rfind(')');
+    return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
+}
+
+}  // namespace
+
+pid_t recorded_process(const std::string& pid_file, const std::string& expect) {
+    pid_t pid = recorded_pid(pid_file);
+    return pid && runs(pid, expect) ? pid : 0;
+}
+
+bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
+    pid_t pid = recorded_pid(pid_file);
+    return pid && runs(pid, expect);
+}
+
+void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
+    pid_t pid = recorded_pid(pid_file);
+    if (!pid || !runs(pid, expect)) return;
+    ::kill(pid, SIGTERM);
+    for (int waited = 0; waited < grace_ms; waited += 50) {
+        if (!runs(pid, expect)) return;
+        ::usleep(50000);
+    }
+    ::kill(pid, SIGKILL);
+    for (int waited = 0; waited < 5000; waited += 10) {
+        if (!runs(pid, expect)) return;
+        ::usleep(10000);
+    }
+    SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
+}
+
 }  // namespace svm

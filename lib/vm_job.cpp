@@ -174,10 +174,6 @@ void check_boot_file_as_user(const std::string& path, const Credentials& who, co
     if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
 }
 
-// What a job's keeper and QEMU have in their command lines, exactly (a pid
-// file may outlive its process, and the pid may now be another job's).
-std::string qemu_mark(const std::string& domain) { return "guest=" + domain + ","; }
-
 std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_id) {
     std::map<std::string, UndoFn> m;
     if (cfg.devices) {
@@ -230,21 +226,9 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_i
         std::string keeper_pid = json_get_string(d, "keeper_pid_file").value_or("");
         // The keeper holds the embedded driver; it must be gone before we open it.
         if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, keeper_mark(job_id), 8000);
-        std::string qemu_pid = path_join(root, "run/qemu/" + name + ".pid");
-        // Only a guest still running needs libvirt (reconnecting costs a
-        // second or more); Slurm usually killed it with the job's cgroup.
-        if (path_exists(path_join(root, "etc/qemu.conf")) && process_recorded_alive(qemu_pid, qemu_mark(name))) {
-            try {
-                ConnectPtr c = open_embed(root);
-                if (DomainPtr dom = lookup_domain(c.get(), name)) {
-                    if (virDomainIsActive(dom.get()) == 1 && virDomainDestroy(dom.get()) != 0)
-                        SVM_THROW("destroy guest " + name + ": " + libvirt_last_error());
-                }
-            } catch (const Error&) {
-                // Fall through to the pid file: the guest must die either way.
-            }
-        }
-        stop_recorded_process(qemu_pid, qemu_mark(name), 3000);
+        // A guest the keeper left (killed, or crashed): its job is over, so
+        // QEMU ends at once; the embedded root goes with the job directory.
+        stop_recorded_process(qemu_pid_file(root, name), qemu_mark(name), 0);
     };
     return m;
 }
@@ -281,68 +265,6 @@ JobRequest job_request_from_env(char** envp) {
     return r;
 }
 
-namespace {
-
-// The pid recorded in a pid file; 0 when there is none (or it is not a pid).
-pid_t recorded_pid(const std::string& pid_file) {
-    std::string text;
-    try {
-        if (!read_file_if_exists(pid_file, text)) return 0;
-    } catch (const Error&) {
-        return 0;
-    }
-    text = trim(text);
-    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
-    pid_t pid = static_cast<pid_t>(std::stol(text));
-    return pid > 1 ? pid : 0;
-}
-
-// True while pid runs a command line containing every tab-separated part of
-// `expect` (zombies do not count: a pid file may outlive its process, and
-// pids are reused).
-bool runs(pid_t pid, const std::string& expect) {
-    std::string cmd, stat;
-    try {
-        if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
-        read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat);
-    } catch (const Error&) {
-        return false;
-    }
-    for (auto& c : cmd)
-        if (c == '\0') c = ' ';
-    cmd += ' ';  // the last argument ends like the others
-    for (size_t b = 0; b <= expect.size();) {
-        size_t e = expect.find('\t', b);
-        if (e == std::string::npos) e = expect.size();
-        if (cmd.find(expect.substr(b, e - b)) == std::string::npos) return false;
-        b = e + 1;
-    }
-    auto rp = stat.rfind(')');
-    return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
-}
-
-}  // namespace
-
-bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
-    pid_t pid = recorded_pid(pid_file);
-    return pid && runs(pid, expect);
-}
-
-void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
-    pid_t pid = recorded_pid(pid_file);
-    if (!pid || !runs(pid, expect)) return;
-    ::kill(pid, SIGTERM);
-    for (int waited = 0; waited < grace_ms; waited += 50) {
-        if (!runs(pid, expect)) return;
-        ::usleep(50000);
-    }
-    ::kill(pid, SIGKILL);
-    for (int waited = 0; waited < 5000; waited += 50) {
-        if (!runs(pid, expect)) return;
-        ::usleep(50000);
-    }
-    SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
-}
 
 void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDevices& pd) {
     p.hostdevs.clear();

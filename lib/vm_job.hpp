@@ -57,12 +57,8 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
 // Jobs with a ledger or a job directory on this node.
 std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);
 
-// Stops a process recorded in a pid file if it still runs `expect` (its
-// command line holds every tab-separated part of it); SIGTERM, then SIGKILL
-// after grace_ms.
-bool process_recorded_alive(const std::string& pid_file, const std::string& expect);
-// What identifies job_id's keeper in its command line (for the calls above).
+// What identifies job_id's keeper in its command line (for
+// process_recorded_alive and stop_recorded_process, proc.hpp).
 std::string keeper_mark(uint32_t job_id);
-void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);
 
 }  // namespace svm

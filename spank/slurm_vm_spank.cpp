@@ -41,6 +41,14 @@ extern const unsigned int spank_plugin_version;
 SPANK_PLUGIN(slurm-vm, 1)
 }
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+// Slurm 25.05+: if slurm_spank_init fails in slurmstepd, fail the job rather
+// than drain the node. Nothing there depends on the user's request (the
+// options are checked at submit), so such a failure is plugstack.conf's, and
+// it is logged; draining every node for it would help nobody.
+extern "C" int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
+
 namespace {
 
 struct Options {
