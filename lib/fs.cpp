@@ -47,6 +47,24 @@ std::string read_file(const std::string& path) {
     return read_fd(fd.get(), path);
 }
 
+std::string read_file_from(const std::string& path, int64_t offset, size_t max_bytes, int64_t* size) {
+    *size = 0;
+    UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!f) {
+        if (errno == ENOENT) return "";
+        SVM_THROW_ERRNO("open " + path);
+    }
+    struct stat st;
+    if (::fstat(f.get(), &st) != 0) SVM_THROW_ERRNO("stat " + path);
+    *size = st.st_size;
+    if (st.st_size <= offset) return "";
+    std::string out(std::min<size_t>(max_bytes, static_cast<size_t>(st.st_size - offset)), '\0');
+    ssize_t n = ::pread(f.get(), out.data(), out.size(), offset);
+    if (n < 0) SVM_THROW_ERRNO("read " + path);
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
 bool read_file_if_exists(const std::string& path, std::string& out) {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {

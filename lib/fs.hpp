@@ -13,6 +13,9 @@ namespace svm {
 std::string read_file(const std::string& path);
 // Returns false when the file does not exist; throws on other errors.
 bool read_file_if_exists(const std::string& path, std::string& out);
+// What a growing file holds past `offset` (at most max_bytes of it), and its
+// size now in *size; "" when it does not exist.
+std::string read_file_from(const std::string& path, int64_t offset, size_t max_bytes, int64_t* size);
 // Writes to path.tmp, fsyncs, renames over path, fsyncs the directory.
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode = 0644);
 // Plain write of an existing file (sysfs attributes and the like).

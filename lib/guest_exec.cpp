@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "proc.hpp"
+#include "ssh_keys.hpp"
 #include "srun_relay.hpp"
 
 namespace svm {
@@ -38,11 +39,17 @@ std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string&
 }
 
 std::string remote_shell_command(const GuestCommand& c) {
-    std::string s;
+    // What the task needs in the guest goes into one private directory: the
+    // fewer processes before the task, the sooner it runs (each costs tens of
+    // milliseconds in an emulated guest). On PATH, it holds only srun and
+    // the job script, executable.
+    std::string s, exe;
+    if (!c.hostfile.empty() || c.srun_port > 0 || c.script_on_stdin)
+        s += "d=$(mktemp -d /tmp/slurm-vm.XXXXXX) || exit 1; ";
     if (!c.hostfile.empty()) {
         // mpirun (Open MPI, MPICH) finds the job's guests with no flags; the
         // Slurm variables must not make it look for srun, which the guest lacks.
-        s += "hf=/tmp/slurm-vm-hostfile.$(id -u); printf %s " + shell_quote(c.hostfile) + " >\"$hf\"; ";
+        s += "hf=\"$d/hostfile\"; printf %s " + shell_quote(c.hostfile) + " >\"$hf\"; ";
         s += "export OMPI_MCA_orte_default_hostfile=\"$hf\" OMPI_MCA_plm=rsh OMPI_MCA_ras=^slurm "
              "OMPI_MCA_plm_rsh_agent=ssh HYDRA_HOST_FILE=\"$hf\" HYDRA_LAUNCHER=ssh HYDRA_RMK=user; ";
     }
@@ -56,19 +63,22 @@ std::string remote_shell_command(const GuestCommand& c) {
     }
     if (c.srun_port > 0) {
         s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";
-        s += "b=/tmp/slurm-vm-bin.$$; mkdir -p \"$b\" && printf %s " + shell_quote(guest_srun_shim()) +
-             " >\"$b/srun\" && chmod 755 \"$b/srun\" && export PATH=\"$b:$PATH\"; ";
+        s += "printf %s " + shell_quote(guest_srun_shim()) + " >\"$d/srun\" || exit 1; ";
+        exe += " \"$d/srun\"";
     }
-    if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (c.script_on_stdin) {
         // The script stays in the guest's /tmp until the guest goes with the
         // job: exec'ing it keeps the task the group leader signals reach.
-        s += "f=$(mktemp /tmp/slurm-vm-script.XXXXXX) && cat >\"$f\" && chmod 700 \"$f\" || exit 1; ";
+        s += "cat >\"$d/slurm-vm-job-script\" || exit 1; ";
+        exe += " \"$d/slurm-vm-job-script\"";
     }
+    if (!exe.empty()) s += "chmod 700" + exe + " || exit 1; ";
+    if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";
+    if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";
     s += "exec";
     if (c.script_on_stdin) {
-        s += " \"$f\"";
+        s += " \"$d/slurm-vm-job-script\"";
         for (size_t i = 1; i < c.argv.size(); ++i) s += " " + shell_quote(c.argv[i]);
         s += " </dev/null";
     } else {
@@ -119,6 +129,7 @@ std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, boo
             "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", "StrictHostKeyChecking=yes",
             "-o", "HostKeyAlias=" + p.hostname,
+            "-o", "KexAlgorithms=" + std::string(kGuestKex),
             "-o", "ProxyCommand=" + shell_quote(self) + " --proxy " + shell_quote(p.ssh_socket()),
             "-o", "ConnectTimeout=60",
             "-o", "ServerAliveInterval=30",

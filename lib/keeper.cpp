@@ -510,20 +510,21 @@ int run_keeper(const KeeperOptions& o) {
     // 4. Wait for the guest to say it accepts logins (its serial console).
     std::string marker = ready_marker(p);
     long deadline = t0 + static_cast<long>(p.boot_timeout_s) * 1000;
-    size_t seen = 0;
+    int64_t seen = 0;
     std::string tail;
     bool ready = false;
     while (!g_stop) {
         reap_qemu();
         std::string text;
+        int64_t size = 0;
         try {
-            read_file_if_exists(p.console_log(), text);
+            text = read_file_from(p.console_log(), seen, 1u << 20, &size);
         } catch (const Error&) {
         }
-        if (text.size() < seen) seen = 0;  // cut by cap_console
-        if (text.size() > seen) {
-            tail += text.substr(seen);
-            seen = text.size();
+        if (size < seen) seen = 0;  // cut by cap_console: read it again next time
+        if (!text.empty()) {
+            tail += text;
+            seen += static_cast<int64_t>(text.size());
             if (tail.find(marker) != std::string::npos) {
                 ready = true;
                 break;
@@ -551,7 +552,7 @@ int run_keeper(const KeeperOptions& o) {
             return fail("the guest on " + p.node + " did not become ready within " +
                         std::to_string(p.boot_timeout_s) + " s (see its console log " + p.console_log() + ")");
         }
-        ::usleep(100000);
+        ::usleep(25000);  // the job's first command waits for this loop
     }
     if (ready && !p.ip.empty()) {
         // The guest said so; check that its sshd accepts TCP connections

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "error.hpp"
+#include "ssh_keys.hpp"
 #include "fs.hpp"
 #include "irq_profile.hpp"
 #include "proc.hpp"
@@ -180,6 +181,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          "  StrictHostKeyChecking yes\n"
          "  GlobalKnownHostsFile /etc/ssh/ssh_known_hosts\n"
          "  UserKnownHostsFile /dev/null\n"
+         "  KexAlgorithms " + std::string(kGuestKex) + "\n"
          "  LogLevel ERROR\n"
          "SVM_EOF\n";
     // Network: the NIC is found by its MAC, whatever the image names it.

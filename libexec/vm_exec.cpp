@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
                 keep_console(p);
                 return 1;
             }
-            ::usleep(100000);
+            ::usleep(20000);  // a small file, read while the guest boots
         }
         // 2. The command, its environment and directory, for the guest.
         svm::GuestCommand c;

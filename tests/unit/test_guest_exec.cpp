@@ -48,3 +48,29 @@ TEST_CASE("a signal sent with the signal command reaches the task and its childr
     for (int sig : svm::forwarded_signals()) CHECK(svm::forwarded_signal_number(svm::forwarded_signal_name(sig)) == sig);
     CHECK(svm::forwarded_signal_number("KILL") == 0);
 }
+
+TEST_CASE("the batch script, srun and the MPI hostfile reach the task through one private directory", "[exec]") {
+    svm::GuestCommand c;
+    c.argv = {"/home/u/job.sh", "first arg"};
+    c.script_on_stdin = true;
+    c.hostfile = "node1-vm slots=2\n";
+    c.srun_port = 4242;
+    c.cwd = "/tmp";
+    svm::RunOptions o;
+    o.stdin_data =
+        "#!/bin/sh\n"
+        "d=$(dirname \"$0\")\n"
+        "echo \"arg=$1\"\n"
+        "echo \"srun=$(command -v srun)\" | sed \"s|$d|D|\"\n"
+        "echo \"hostfile=$(cat \"$OMPI_MCA_orte_default_hostfile\")\"\n"
+        "echo \"modes=$(stat -c %a \"$d\" \"$d/srun\" \"$0\" | tr '\\n' ' ')\"\n"
+        "echo \"port=$SLURM_VM_SRUN_PORT\"\n"
+        "rm -r \"$d\"\n";
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    CHECK(r.status == 0);
+    CHECK(r.out == "arg=first arg\nsrun=D/srun\nhostfile=node1-vm slots=2\nmodes=700 700 700 \nport=4242\n");
+    // No task to prepare: no directory, nothing run before it.
+    svm::GuestCommand plain;
+    plain.argv = {"true"};
+    CHECK(svm::remote_shell_command(plain) == "exec 'true'");
+}
