@@ -81,6 +81,7 @@ int run(const std::string& config) {
         bool vm_job = svm::path_exists(cfg.job_dir(job)) || svm::path_exists(cfg.ledger_path(job));
         if (vm_job) {
             svm::log::add_job_file(cfg.log_dir);
+            svm::log::debug("epilog started");
             keep_what_failed(cfg, job);
         }
         auto failures = svm::teardown_job(cfg, job);

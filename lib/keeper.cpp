@@ -323,6 +323,7 @@ int run_keeper(const KeeperOptions& o) {
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
     // The prolog refused the job (the reason is in the state): no guest.
     if (read_guest_state(p).rfind("failed:", 0) == 0) return 0;
+    log::debug("keeper started");
     write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
 
     struct sigaction sa {};
@@ -604,6 +605,7 @@ int run_keeper(const KeeperOptions& o) {
         }
         ::usleep(250000);
     }
+    log::debug("the job ended: ending the guest");
     long t_stop = now_ms();
     destroy_now(dom.get(), p.embed_root(), p.domain_name);
     write_guest_state(p, "stopped: the job ended");

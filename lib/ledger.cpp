@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "error.hpp"
+#include "log.hpp"
 #include "fs.hpp"
 
 namespace svm {
@@ -85,7 +86,9 @@ std::vector<std::string> undo_all(Ledger& ledger, const std::map<std::string, Un
             continue;
         }
         try {
+            log::Steps step;
             fn->second(it->data.get());
+            step.done("undone: " + it->kind);
         } catch (const Error& e) {
             failures.push_back("undo " + it->kind + ": " + e.chain());
         } catch (const std::exception& e) {

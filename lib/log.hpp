@@ -59,6 +59,17 @@ inline void error(const std::string& m) { write(Level::error, m); }
 // The error's chain at error level, then its trace (file:line) at debug.
 void error(const Error& e);
 
+// The steps of a sequence, each at debug level as "<what> (N ms)", N since
+// the previous step (or the timer's start): a job's phases in its log.
+class Steps {
+public:
+    Steps();
+    void done(const std::string& what);
+
+private:
+    long last_ms_;
+};
+
 // --- Formats (pure; the tests check them) --------------------------------
 // "job 42 on node1", "job 42", "node1", "" as known.
 std::string job_tag(uint32_t job_id, const std::string& node);

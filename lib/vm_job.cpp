@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "irq_profile.hpp"
 #include "ledger.hpp"
 #include "libvirt_session.hpp"
+#include "log.hpp"
 #include "pci_device.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
@@ -135,43 +137,50 @@ ImagePolicy policy_of(const NodeConfig& cfg) {
     return p;
 }
 
-// The kernel or initrd, read through a descriptor the user opened, copied to
-// `dst` (root's, readable by the guest's group): QEMU boots the copy and
-// never opens the user's path. At most kMaxBootFile bytes.
+// QEMU boots copies of the kernel and initrd, at most this large each.
 constexpr off_t kMaxBootFile = off_t(512) << 20;
-void copy_boot_file_as_user(const std::string& path, const Credentials& who, const char* what,
-                            const std::string& dst, gid_t guest_gid) {
-    UniqueFd in = open_file_as_user(path, who);
+
+// A kernel or initrd the user gave, opened once as the user: checked here,
+// copied later from this very descriptor (copy_boot_file), never reopened.
+UniqueFd open_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
+    UniqueFd fd = open_file_as_user(path, who);
     struct stat st;
-    if (::fstat(in.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    if (::fstat(fd.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    if (st.st_size == 0) SVM_THROW(path + " (" + what + ") is empty");
     if (st.st_size > kMaxBootFile)
         SVM_THROW(path + " (" + what + ") is larger than " + std::to_string(kMaxBootFile >> 20) + " MiB");
+    return fd;
+}
+
+// Copies an opened boot file into the job's directory for QEMU (root's file,
+// readable by the guest's group). In the kernel where it can (sendfile).
+void copy_boot_file(int in, const std::string& path, const std::string& dst, gid_t guest_gid) {
     UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640));
     if (!out) SVM_THROW_ERRNO("create " + dst);
+    off_t off_in = 0;
+    while (off_in <= kMaxBootFile) {
+        ssize_t n = ::sendfile(out.get(), in, &off_in, static_cast<size_t>(kMaxBootFile + 1 - off_in));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EINVAL || errno == ENOSYS)) break;
+        if (n < 0) SVM_THROW_ERRNO("copy " + path + " to " + dst);
+        if (n == 0) break;
+    }
     char buf[1 << 16];
-    for (;;) {
-        ssize_t n = ::read(in.get(), buf, sizeof buf);
+    while (off_in <= kMaxBootFile) {  // what sendfile could not do
+        ssize_t n = ::pread(in, buf, sizeof buf, off_in);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) SVM_THROW_ERRNO("read " + path);
         if (n == 0) break;
+        off_in += n;
         for (ssize_t off = 0; off < n;) {
             ssize_t w = ::write(out.get(), buf + off, static_cast<size_t>(n - off));
             if (w < 0) SVM_THROW_ERRNO("write " + dst);
             off += w;
         }
     }
+    if (off_in > kMaxBootFile)
+        SVM_REFUSE(path + " grew past " + std::to_string(kMaxBootFile >> 20) + " MiB while the job started; leave it unchanged");
     if (::fchown(out.get(), 0, guest_gid) != 0) SVM_THROW_ERRNO("chown " + dst);
-}
-
-// Kernel and initrd follow the image's rules for path and readability; they
-// are raw blobs, so only "a regular file the user can read" applies.
-void check_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
-    check_image_path(path);
-    RunResult r = run_function_as(who, [&](int) {
-        check_boot_file(path, what, who.user);
-        return 0;
-    });
-    if (!r.ok()) SVM_THROW(trim(r.err).empty() ? path + " (" + what + ") could not be checked" : trim(r.err));
 }
 
 std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_id) {
@@ -299,6 +308,8 @@ void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDev
 PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
     PrologResult result;
     if (req.image.empty()) return result;  // a plain job: nothing to do
+    log::debug("preparing the guest");
+    log::Steps steps;
 
     mkdir_p(cfg.state_dir, 0755);
     mkdir_p(cfg.ledger_dir(), 0700);
@@ -386,12 +397,13 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         // 1. The image, opened and checked with the user's credentials only.
         ImageInfo info;
         std::string digest;
+        UniqueFd kernel_fd, initrd_fd;
         try {
             CheckedImage ci = open_image_as_user(req.image, who, policy_of(cfg));
             info = ci.info;
             digest = image_digest(ci.fd.get());  // on the user-opened fd
-            if (!req.kernel.empty()) check_boot_file_as_user(req.kernel, who, "kernel");
-            if (!req.initrd.empty()) check_boot_file_as_user(req.initrd, who, "initrd");
+            if (!req.kernel.empty()) kernel_fd = open_boot_file_as_user(req.kernel, who, "kernel");
+            if (!req.initrd.empty()) initrd_fd = open_boot_file_as_user(req.initrd, who, "initrd");
             if (!req.initrd.empty() && req.kernel.empty())
                 SVM_THROW("--vm-initrd needs --vm-kernel as well");
             if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
@@ -409,6 +421,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.initrd_copy = req.initrd.empty() ? "" : path_join(p.dir, "initrd");
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
         p.irq_profile = req.irq_profile.empty() ? cfg.irq_profile : req.irq_profile;
+        steps.done("prolog: job directory, shares checked, image opened and checked as the user, digest");
 
         // 2. Where this guest sits among the job's guests, and its address.
         p.hostname = req.node + "-vm";
@@ -471,6 +484,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             p.peers.push_back({req.node, p.hostname, ""});
         }
 
+        steps.done("prolog: address lease and network filter");
+
         // 3. Keys, derived from the site secret: the same on every node of the
         // job, so guests trust each other's host keys and the job's user key.
         std::string secret = read_site_secret(cfg.secret_file);
@@ -494,6 +509,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         gid_t qgid = cfg.job_gid(req.job_id);
         p.guest_gid = qgid;
         grant_device(ledger, cfg.kvm_device, qgid);
+
+        steps.done("prolog: keys and known_hosts");
 
         // 3b. Devices: exactly the GPUs Slurm gave the job here (and what
         // must travel with them), plus a VF when the node provides them.
@@ -550,13 +567,12 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             }
         }
 
-        // 3c'. The kernel and initrd QEMU boots: copies read as the user.
-        try {
-            if (!p.kernel.empty()) copy_boot_file_as_user(p.kernel, who, "kernel", p.kernel_copy, qgid);
-            if (!p.initrd.empty()) copy_boot_file_as_user(p.initrd, who, "initrd", p.initrd_copy, qgid);
-        } catch (const Error& e) {
-            throw UserError(e);
-        }
+        steps.done("prolog: /dev/kvm, devices, hugepages");
+
+        // 3c'. The kernel and initrd QEMU boots: copies of what the user opened.
+        if (kernel_fd) copy_boot_file(kernel_fd.get(), p.kernel, p.kernel_copy, qgid);
+        if (initrd_fd) copy_boot_file(initrd_fd.get(), p.initrd, p.initrd_copy, qgid);
+        steps.done("prolog: kernel and initrd copied");
 
         // 4. The overlay: root-owned, backing format pinned, the user's image
         // never opened by root (-u: qemu-img does not open the backing file).
@@ -575,6 +591,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image,
                      p.overlay(), std::to_string(p.image_virtual_size)});
         chown_mode(p.overlay(), 0, qgid, 0660);
+        steps.done("prolog: overlay");
 
         // 5. The seed and the console log.
         SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key, kh};
@@ -602,6 +619,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                                 p.emulator);
 
         write_file_atomic(p.plan_file(), p.to_json(), 0644);
+        steps.done("prolog: seed, console log, libvirt root, capabilities cache, plan");
         write_guest_state(p, "prepared");
         result.status = PrologStatus::prepared;
         return result;
