@@ -330,9 +330,8 @@ int run_keeper(const KeeperOptions& o) {
     sa.sa_handler = on_term;
     ::sigaction(SIGTERM, &sa, nullptr);
     // Signals sent to the job's steps are for the tasks (slurm-vm-exec
-    // carries them into the guest), not for us (we are out of the extern
-    // step's freezer anyway: see join_cgroups_of). The epilog stops us with
-    // TERM.
+    // carries them into the guest), not for us (we are out of their reach
+    // anyway: see join_cgroups_of). The epilog stops us with TERM.
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
     // QEMU, which libvirt daemonizes, stays our child: we reap it the moment
     // it ends (destroy_now, the loops below) instead of waiting for the
@@ -393,8 +392,9 @@ int run_keeper(const KeeperOptions& o) {
     }
 
     // 1. Into the job's cgroups: QEMU, started below, inherits them. The
-    // extern step's own, except the freezer (Slurm's signals to that step
-    // would end the guest before the tasks' signal reaches it): the job's.
+    // extern step's own, but out of the reach of Slurm's signals to that step,
+    // which would end the guest before the tasks' signal reaches it: on v1
+    // the job's freezer, on v2 a leaf of our own below the step's task.
     if (o.join_cgroup_of > 0) {
         pid_t task = find_child(o.join_cgroup_of);
         try {

@@ -657,7 +657,7 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     }
     // The guest outlived the extern step in the job's cgroups (see
     // join_cgroups_of): their directories, empty now, are ours to remove.
-    if (failures.empty()) remove_job_cgroups(job_id);
+    if (failures.empty()) remove_job_cgroups(job_id, "/sys/fs/cgroup", cfg.node_name);
     return failures;
 }
 

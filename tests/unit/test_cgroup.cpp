@@ -1,0 +1,232 @@
+// cgroup v1 and v2 against fake trees: a directory shaped like /sys/fs/cgroup
+// and one like /proc (PID/cgroup), as Slurm's cgroup plugins leave them.
+#include <catch2/catch.hpp>
+
+#include "cgroup.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
+
+namespace {
+
+constexpr const char* kScope = "/system.slice/n1_slurmstepd.scope";
+constexpr const char* kTask = "/system.slice/n1_slurmstepd.scope/job_42/step_extern/user/task_0";
+constexpr const char* kStepd = "/system.slice/n1_slurmstepd.scope/job_42/step_extern/slurm";
+
+// A temporary /sys/fs/cgroup and /proc; removed with the object.
+struct FakeCgroups {
+    std::string base = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-cg.XXXXXX"}));
+    std::string root = base + "/cgroup";
+    std::string proc = base + "/proc";
+    ~FakeCgroups() { svm::remove_tree(base); }
+
+    // A cgroup directory with the interface files the kernel would make.
+    void cgroup(const std::string& path, std::map<std::string, std::string> files = {}) {
+        svm::mkdir_p(root + path);
+        files.emplace("cgroup.procs", "");
+        for (const auto& [name, text] : files) svm::write_file_atomic(root + path + "/" + name, text);
+    }
+    void process(int pid, const std::string& cgroup_file) {
+        svm::mkdir_p(proc + "/" + std::to_string(pid));
+        svm::write_file_atomic(proc + "/" + std::to_string(pid) + "/cgroup", cgroup_file);
+    }
+    std::string read(const std::string& path) { return svm::read_file(root + path); }
+};
+
+// Slurm's cgroup/v2 layout of job 42 on node n1 (multiple slurmd on a host:
+// <node>_slurmstepd.scope): 4 CPUs and 2 GiB for the job, the extern step's
+// sleep (pid 100) in task_0, its slurmstepd (pid 101) in slurm.
+void slurm_v2_job(FakeCgroups& t) {
+    t.cgroup("", {{"cgroup.controllers", "cpuset cpu io memory pids\n"}, {"cpuset.cpus.effective", "0-7\n"}});
+    t.cgroup(kScope, {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "0-7\n"}});
+    t.cgroup(std::string(kScope) + "/job_42", {{"memory.max", "2147483648\n"}, {"cpuset.cpus.effective", "2-5\n"}});
+    t.cgroup(std::string(kScope) + "/job_42/step_extern", {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "2-5\n"}});
+    t.cgroup(std::string(kScope) + "/job_42/step_extern/user",
+             {{"memory.max", "4294967296\n"}, {"cpuset.cpus.effective", "2-5\n"}});
+    t.cgroup(kTask, {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "2-5\n"}, {"cgroup.procs", "100\n"}});
+    t.cgroup(kStepd, {{"cgroup.procs", "101\n"}});
+    t.process(100, std::string("0::") + kTask + "\n");
+    t.process(101, std::string("0::") + kStepd + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("the cgroup version is what the node mounts", "[cgroup]") {
+    FakeCgroups t;
+    svm::mkdir_p(t.root + "/memory");
+    CHECK_FALSE(svm::cgroup_unified(t.root));  // v1: one directory per hierarchy
+    svm::mkdir_p(t.root + "/unified");
+    svm::write_file_atomic(t.root + "/unified/cgroup.controllers", "");
+    CHECK_FALSE(svm::cgroup_unified(t.root));  // hybrid: v1 for Slurm too
+    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    CHECK(svm::cgroup_unified(t.root));
+}
+
+TEST_CASE("a process's v2 cgroup is the path of its 0:: line", "[cgroup]") {
+    FakeCgroups t;
+    t.process(7, "0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_1\n");
+    CHECK(svm::unified_cgroup_of(7, t.proc) == "/system.slice/slurmstepd.scope/job_7/step_0/user/task_1");
+    t.process(8, "12:freezer:/slurm/uid_1/job_8\n1:name=systemd:/system.slice/slurmd.service\n0::/init.scope\n");
+    CHECK(svm::unified_cgroup_of(8, t.proc) == "/init.scope");
+    CHECK(svm::cgroups_of(8, t.proc) == std::map<std::string, std::string>{
+                                            {"freezer", "/slurm/uid_1/job_8"}, {"name=systemd", "/system.slice/slurmd.service"}});
+    t.process(9, "4:memory:/slurm/uid_1/job_9\n");
+    CHECK(svm::unified_cgroup_of(9, t.proc).empty());
+    CHECK_THROWS_AS(svm::unified_cgroup_of(10, t.proc), svm::Error);  // no such process
+}
+
+TEST_CASE("the guest's v2 cgroup is a leaf of its own below the extern task", "[cgroup]") {
+    CHECK(svm::guest_cgroup_v2(kTask) == std::string(kTask) + "/slurm_vm");
+    CHECK(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/job_7/step_extern/user/task_special") ==
+          "/system.slice/slurmstepd.scope/job_7/step_extern/user/task_special/slurm_vm");
+    // Already there: unchanged (a second join is harmless).
+    CHECK(svm::guest_cgroup_v2(std::string(kTask) + "/slurm_vm") == std::string(kTask) + "/slurm_vm");
+    // slurmstepd's own leaf: beside the step's tasks instead.
+    CHECK(svm::guest_cgroup_v2(kStepd) == "/system.slice/n1_slurmstepd.scope/job_42/step_extern/user/slurm_vm");
+    CHECK(svm::guest_cgroup_v2("/slurmstepd.scope/job_3/step_extern") == "/slurmstepd.scope/job_3/step_extern/slurm_vm");
+    CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmd.service"), svm::Error);
+    CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/job_42"), svm::Error);
+    CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/job_x/step_0/user/task_0"), svm::Error);
+}
+
+TEST_CASE("join_cgroups_of on v2 moves the process into the guest's leaf", "[cgroup]") {
+    FakeCgroups t;
+    slurm_v2_job(t);
+    std::string leaf = std::string(kTask) + "/slurm_vm";
+    // The kernel makes cgroup.procs on mkdir; a fake tree has it beforehand.
+    t.cgroup(leaf);
+    svm::join_cgroups_of(100, 555, t.root, true, t.proc);
+    CHECK(t.read(leaf + "/cgroup.procs") == "555");
+    CHECK(t.read(std::string(kTask) + "/cgroup.procs") == "100\n");  // the task's own leaf untouched
+    // Without out_of_step_signals: the model's own cgroup (a fake file is
+    // overwritten where the kernel would add the process).
+    svm::join_cgroups_of(100, 556, t.root, false, t.proc);
+    CHECK_THAT(t.read(std::string(kTask) + "/cgroup.procs"), Catch::StartsWith("556"));
+}
+
+TEST_CASE("join_cgroups_of on v2 creates the leaf and names what failed", "[cgroup]") {
+    FakeCgroups t;
+    slurm_v2_job(t);
+    // A plain directory gets no cgroup.procs: the write fails, naming the file and the cgroup.
+    try {
+        svm::join_cgroups_of(100, 555, t.root, true, t.proc);
+        FAIL("no error");
+    } catch (const svm::Error& e) {
+        CHECK(svm::path_exists(t.root + kTask + "/slurm_vm"));
+        CHECK(e.chain().find("slurm_vm/cgroup.procs") != std::string::npos);
+        CHECK(e.chain().find("move process 555 into the job's cgroup") != std::string::npos);
+    }
+}
+
+TEST_CASE("join_cgroups_of on v2 refuses a model outside any job", "[cgroup]") {
+    FakeCgroups t;
+    slurm_v2_job(t);
+    t.process(200, "0::/system.slice/slurmd.service\n");
+    try {
+        svm::join_cgroups_of(200, 555, t.root, true, t.proc);
+        FAIL("no error");
+    } catch (const svm::Error& e) {
+        CHECK(e.chain().find("is in no job cgroup") != std::string::npos);
+        CHECK(e.chain().find("PrologFlags=Contain") != std::string::npos);
+    }
+}
+
+TEST_CASE("join_cgroups_of on v1 puts the freezer at the job level", "[cgroup]") {
+    FakeCgroups t;
+    const std::string job = "/slurm_n1/uid_1/job_42";
+    for (const char* h : {"freezer", "memory", "cpu,cpuacct"}) t.cgroup(std::string("/") + h);
+    t.cgroup("/freezer" + job);
+    t.cgroup("/freezer" + job + "/step_extern");
+    t.cgroup("/memory" + job + "/step_extern/task_0");
+    t.cgroup("/cpu,cpuacct" + job + "/step_extern/task_0");
+    t.process(100, "9:freezer:" + job + "/step_extern\n4:memory:" + job + "/step_extern/task_0\n3:cpu,cpuacct:" + job +
+                       "/step_extern/task_0\n1:name=systemd:/\n0::/\n");
+    svm::join_cgroups_of(100, 555, t.root, true, t.proc);
+    CHECK(t.read("/freezer" + job + "/cgroup.procs") == "555");
+    CHECK(t.read("/freezer" + job + "/step_extern/cgroup.procs").empty());
+    CHECK(t.read("/memory" + job + "/step_extern/task_0/cgroup.procs") == "555");
+    CHECK(t.read("/cpu,cpuacct" + job + "/step_extern/task_0/cgroup.procs") == "555");
+    t.process(101, "9:freezer:/\n0::/\n");
+    CHECK_THROWS_AS(svm::join_cgroups_of(101, 556, t.root, true, t.proc), svm::Error);
+}
+
+TEST_CASE("the guest's CPUs on v2 are the nearest cpuset.cpus.effective", "[cgroup]") {
+    FakeCgroups t;
+    slurm_v2_job(t);
+    // The guest's leaf has no cpuset files of its own (its parent enables no controllers).
+    t.cgroup(std::string(kTask) + "/slurm_vm");
+    t.process(555, std::string("0::") + kTask + "/slurm_vm\n");
+    CHECK(svm::cgroup_cpus(555, t.root, t.proc) == std::vector<int>{2, 3, 4, 5});
+    CHECK(svm::cgroup_cpus(100, t.root, t.proc) == std::vector<int>{2, 3, 4, 5});
+    CHECK(svm::cgroup_dir(555, "cpuset", t.root, t.proc) == t.root + kTask + "/slurm_vm");
+    // Nowhere a cpuset: a clear error, not an empty guest.
+    FakeCgroups bare;
+    bare.cgroup("", {{"cgroup.controllers", "memory\n"}});
+    bare.cgroup("/slurmstepd.scope/job_1/step_extern/user/task_0");
+    bare.process(5, "0::/slurmstepd.scope/job_1/step_extern/user/task_0\n");
+    CHECK_THROWS_WITH(svm::cgroup_cpus(5, bare.root, bare.proc), Catch::Contains("has no cpuset"));
+}
+
+TEST_CASE("the guest's memory limit on v2 is the tightest memory.max above it", "[cgroup]") {
+    FakeCgroups t;
+    slurm_v2_job(t);
+    t.cgroup(std::string(kTask) + "/slurm_vm");
+    t.process(555, std::string("0::") + kTask + "/slurm_vm\n");
+    CHECK(svm::cgroup_memory_limit(555, t.root, t.proc) == 2147483648LL);  // the job's, below the step's 4 GiB
+    svm::write_file_atomic(t.root + kTask + "/memory.max", "1073741824\n");
+    CHECK(svm::cgroup_memory_limit(555, t.root, t.proc) == 1073741824LL);
+    // "max" everywhere: no limit.
+    for (const char* d : {"/job_42", "/job_42/step_extern/user", "/job_42/step_extern/user/task_0"})
+        svm::write_file_atomic(t.root + kScope + d + "/memory.max", "max\n");
+    CHECK_FALSE(svm::cgroup_memory_limit(555, t.root, t.proc).has_value());
+    svm::write_file_atomic(t.root + kScope + "/job_42/memory.max", "lots\n");
+    CHECK_THROWS_WITH(svm::cgroup_memory_limit(555, t.root, t.proc), Catch::Contains("job_42/memory.max"));
+}
+
+TEST_CASE("the memory limit on v1 ignores the no-limit value", "[cgroup]") {
+    FakeCgroups t;
+    const std::string job = "/slurm_n1/uid_1/job_42";
+    t.cgroup("/memory" + job, {{"memory.limit_in_bytes", "2147483648\n"}});
+    t.cgroup("/memory" + job + "/step_extern/task_0", {{"memory.limit_in_bytes", "9223372036854771712\n"}});
+    t.cgroup("/cpuset" + job + "/step_extern", {{"cpuset.cpus", "1,3\n"}});
+    t.process(100, "4:memory:" + job + "/step_extern/task_0\n2:cpuset:" + job + "/step_extern\n");
+    CHECK(svm::cgroup_memory_limit(100, t.root, t.proc) == 2147483648LL);
+    CHECK(svm::cgroup_cpus(100, t.root, t.proc) == std::vector<int>{1, 3});
+}
+
+TEST_CASE("remove_job_cgroups on v2 removes the job's empty directories in its node's scope", "[cgroup]") {
+    FakeCgroups t;
+    svm::mkdir_p(t.root);
+    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    // Directories only (rmdir of a real cgroup ignores its interface files).
+    for (const char* d : {"/system.slice/n1_slurmstepd.scope/job_42/step_extern/user/task_0/slurm_vm",
+                          "/system.slice/n1_slurmstepd.scope/job_42/step_0/slurm",
+                          "/system.slice/n1_slurmstepd.scope/job_420/step_extern",
+                          "/system.slice/n2_slurmstepd.scope/job_42/step_extern", "/system.slice/slurmd.service/job_42",
+                          "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm"})
+        svm::mkdir_p(t.root + d);
+    // job 43's guest is still there: its leaf and everything above stays.
+    svm::write_file_atomic(t.root + "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm/qemu", "");
+    CHECK(svm::remove_job_cgroups(42, t.root, "n1") == 7);
+    CHECK_FALSE(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/job_42"));
+    CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope"));
+    CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/job_420/step_extern"));
+    CHECK(svm::path_exists(t.root + "/system.slice/n2_slurmstepd.scope/job_42/step_extern"));  // another node's
+    CHECK(svm::path_exists(t.root + "/system.slice/slurmd.service/job_42"));                   // not a stepd scope
+    CHECK(svm::remove_job_cgroups(43, t.root, "n1") == 0);
+    CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm"));
+    // No node given: every slurmstepd scope of the host.
+    CHECK(svm::remove_job_cgroups(42, t.root) == 2);
+    CHECK_FALSE(svm::path_exists(t.root + "/system.slice/n2_slurmstepd.scope/job_42"));
+    CHECK(svm::remove_job_cgroups(42, t.root, "n1") == 0);  // twice is harmless
+}
+
+TEST_CASE("remove_job_cgroups on v2 finds slurmstepd's scope without a node prefix", "[cgroup]") {
+    FakeCgroups t;
+    svm::mkdir_p(t.root);
+    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    svm::mkdir_p(t.root + "/system.slice/slurmstepd.scope/job_9/step_extern/user/task_0/slurm_vm");
+    svm::mkdir_p(t.root + "/system.slice/slurmstepd.scope/system");
+    CHECK(svm::remove_job_cgroups(9, t.root, "n1") == 5);
+    CHECK(svm::list_dir(t.root + "/system.slice/slurmstepd.scope") == std::vector<std::string>{"system"});
+}
