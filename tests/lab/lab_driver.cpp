@@ -20,6 +20,10 @@
 //            --as-gid, tried as uid 65534 with only group X (a job's guest identity)
 //   grant    --group G --gid X                     the job group X's ACL entry on /dev/vfio/G
 //            (dev_acl, as the prolog gives a job its groups); revoke: take it back
+//   cgroup-join --model PID [--then CMD]           the keeper's step 1: join_cgroups_of(PID,
+//            self, out of the step's signals), then print {"cgroup","cpus","memory_max"}
+//            as the keeper reads them and become CMD (sh -c), as QEMU inherits the cgroup
+//   cgroup-remove --job N [--node NAME]            the epilog's remove_job_cgroups: {"removed"}
 //
 // Every sysfs write is logged on stderr ("write #n path <- value").
 #include <fcntl.h>
@@ -38,6 +42,8 @@
 #include <thread>
 #include <vector>
 
+#include "cgroup.hpp"
+#include "cpuset.hpp"
 #include "dev_acl.hpp"
 #include "device_config.hpp"
 #include "device_plan.hpp"
@@ -85,7 +91,8 @@ private:
 };
 
 struct Opts {
-    std::string cmd, config, ledger, device, ready;
+    std::string cmd, config, ledger, device, ready, then, node;
+    pid_t model = 0;
     uint32_t job = 0;
     std::vector<std::string> gres;
     bool want_vf = true;
@@ -122,6 +129,9 @@ Opts parse(int argc, char** argv) {
         else if (a == "--device") o.device = val();
         else if (a == "--seconds") o.seconds = std::stoi(val());
         else if (a == "--ready") o.ready = val();
+        else if (a == "--model") o.model = static_cast<pid_t>(std::stol(val()));
+        else if (a == "--then") o.then = val();
+        else if (a == "--node") o.node = val();
         else usage("unknown option " + a);
     }
     return o;
@@ -328,6 +338,29 @@ int cmd_hold(const Opts& o) {
     return 0;
 }
 
+int cmd_cgroup_join(const Opts& o) {
+    if (o.model <= 0) usage("cgroup-join needs --model");
+    join_cgroups_of(o.model, ::getpid(), "/sys/fs/cgroup", true);
+    auto mem = cgroup_memory_limit(::getpid());
+    Json j(json_object());
+    json_object_set_new(j.get(), "cgroup", json_string(unified_cgroup_of(::getpid()).c_str()));
+    json_object_set_new(j.get(), "cpus", json_string(format_cpulist(cgroup_cpus(::getpid())).c_str()));
+    json_object_set_new(j.get(), "memory_max", mem ? json_integer(*mem) : json_null());
+    print_json(j.get());
+    std::fflush(stdout);
+    if (o.then.empty()) return 0;
+    ::execl("/bin/sh", "sh", "-c", o.then.c_str(), static_cast<char*>(nullptr));
+    std::fprintf(stderr, "%s\n", errno_message("exec /bin/sh").c_str());
+    return 127;
+}
+
+int cmd_cgroup_remove(const Opts& o) {
+    Json j(json_object());
+    json_object_set_new(j.get(), "removed", json_integer(remove_job_cgroups(o.job, "/sys/fs/cgroup", o.node)));
+    print_json(j.get());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -342,6 +375,8 @@ int main(int argc, char** argv) {
         if (o.cmd == "viable") return cmd_viable(o);
         if (o.cmd == "grant") return cmd_grant(o, true);
         if (o.cmd == "revoke") return cmd_grant(o, false);
+        if (o.cmd == "cgroup-join") return cmd_cgroup_join(o);
+        if (o.cmd == "cgroup-remove") return cmd_cgroup_remove(o);
     } catch (const Error& e) {
         std::fprintf(stderr, "svm-lab-driver %s: %s\n", o.cmd.c_str(), e.chain().c_str());
         return 1;
