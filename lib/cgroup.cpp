@@ -200,13 +200,49 @@ void find_stepd_scopes(const std::string& dir, const std::string& node, int dept
 
 // slurmstepd takes this lock on its scope while it creates or removes a
 // job's directories (cgroup/v2's common_cgroup_lock): a step starting in
-// the job meanwhile keeps what it just made.
+// the job meanwhile keeps what it just made. Tidying is best effort: no lock
+// (the scope went away meanwhile) is no reason to fail the epilog.
 UniqueFd lock_scope(const std::string& scope) {
     UniqueFd fd(::open(scope.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) SVM_THROW_ERRNO("open " + scope);
-    while (::flock(fd.get(), LOCK_EX) != 0)
-        if (errno != EINTR) SVM_THROW_ERRNO("lock " + scope);
+    while (fd && ::flock(fd.get(), LOCK_EX) != 0 && errno == EINTR) {
+    }
     return fd;
+}
+
+bool populated(const std::string& cgroup) {
+    std::string events;
+    try {
+        if (!read_file_if_exists(path_join(cgroup, "cgroup.events"), events)) return false;
+    } catch (const Error&) {
+        return false;
+    }
+    return events.find("populated 1") != std::string::npos;
+}
+
+// What is left of a guest in its leaf when its job is over (a share server
+// that outlives QEMU by a moment, the processes of a keeper that was killed)
+// is ended through cgroup.kill (Linux 5.14+), which takes the leaf and
+// nothing else, and awaited for up to 2 s so that the leaf can go.
+void end_guest_leaf(const std::string& leaf) {
+    std::string kill = path_join(leaf, "cgroup.kill");
+    if (!populated(leaf) || !path_exists(kill)) return;
+    try {
+        write_sysfs(kill, "1");
+    } catch (const Error&) {
+        return;  // the leaf stays, as a cgroup with processes does
+    }
+    for (int i = 0; i < 100 && populated(leaf); ++i) ::usleep(20000);
+}
+
+void end_guest_leaves(const std::string& dir) {
+    for (const auto& name : list_dir(dir)) {
+        std::string sub = path_join(dir, name);
+        if (!is_dir(sub)) continue;
+        if (name == kGuestLeaf)
+            end_guest_leaf(sub);
+        else
+            end_guest_leaves(sub);
+    }
 }
 
 int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::string& node) {
@@ -216,6 +252,7 @@ int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::st
     for (const auto& scope : scopes) {
         std::string job = path_join(scope, "job_" + std::to_string(job_id));
         if (!is_dir(job)) continue;
+        end_guest_leaves(job);
         UniqueFd lock = lock_scope(scope);
         removed += remove_empty_tree(job);
     }

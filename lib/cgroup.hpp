@@ -56,10 +56,12 @@ std::string job_level_path(const std::string& path);
 
 // Removes the job's leftover empty cgroup directories (.../job_<id> and
 // below, deepest first); cgroups with processes stay (rmdir refuses).
-// Returns how many were removed. v1: in every hierarchy under cgroup_root.
-// v2: below slurmstepd's scope (system.slice/slurmstepd.scope, or
-// <node>_slurmstepd.scope where several slurmd share a host; any of them
-// when `node` is empty), holding the scope's lock as slurmstepd does.
+// Returns how many were removed; never throws. v1: in every hierarchy under
+// cgroup_root. v2: below slurmstepd's scope (system.slice/slurmstepd.scope,
+// or <node>_slurmstepd.scope where several slurmd share a host; any of them
+// when `node` is empty), holding the scope's lock as slurmstepd does; what
+// is left in the guest's own leaves is ended first (for the epilog and
+// sweep, which call this once the job is over).
 int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = "/sys/fs/cgroup",
                        const std::string& node = "");
 

@@ -230,3 +230,22 @@ TEST_CASE("remove_job_cgroups on v2 finds slurmstepd's scope without a node pref
     CHECK(svm::remove_job_cgroups(9, t.root, "n1") == 5);
     CHECK(svm::list_dir(t.root + "/system.slice/slurmstepd.scope") == std::vector<std::string>{"system"});
 }
+
+TEST_CASE("remove_job_cgroups on v2 ends what is left in the guest's leaf", "[cgroup]") {
+    FakeCgroups t;
+    t.cgroup("", {{"cgroup.controllers", "cpuset cpu memory\n"}});
+    std::string leaf = "/system.slice/slurmstepd.scope/job_5/step_extern/user/task_0/slurm_vm";
+    t.cgroup(leaf, {{"cgroup.kill", ""}, {"cgroup.events", "populated 1\nfrozen 0\n"}});
+    std::string done = "/system.slice/slurmstepd.scope/job_6/step_extern/user/task_0/slurm_vm";
+    t.cgroup(done, {{"cgroup.kill", ""}, {"cgroup.events", "populated 0\nfrozen 0\n"}});
+    // A fake leaf stays populated: killed, awaited (2 s at most), and kept.
+    CHECK(svm::remove_job_cgroups(5, t.root) == 0);
+    CHECK(t.read(leaf + "/cgroup.kill") == "1");
+    // An empty leaf is not killed.
+    svm::remove_job_cgroups(6, t.root);
+    CHECK(t.read(done + "/cgroup.kill").empty());
+    // Nothing to kill with (before Linux 5.14), nothing to read: no error.
+    svm::remove_tree(t.root + leaf + "/cgroup.kill");
+    svm::remove_tree(t.root + leaf + "/cgroup.events");
+    CHECK(svm::remove_job_cgroups(5, t.root) == 0);
+}
