@@ -331,7 +331,9 @@ std::string unified_cgroup_of(pid_t pid, const std::string& proc_root) {
 // for its children, so it may hold the sleep and have this child (the
 // no-internal-processes rule only binds cgroups that do). Slurm's own
 // rmdir of the step then fails (busy); remove_job_cgroups tidies after the
-// guest.
+// guest. Unlike v1, suspending the job (scontrol suspend: cgroup.freeze of
+// step_<s>/user) freezes the guest with it, which is what a suspended job's
+// CPUs are for.
 std::string guest_cgroup_v2(const std::string& task_path) {
     size_t job_end = job_component_end(task_path);
     if (job_end == std::string::npos || task_path.compare(job_end, 6, "/step_") != 0)
