@@ -334,6 +334,14 @@ std::string unified_cgroup_of(pid_t pid, const std::string& proc_root) {
 // guest. Unlike v1, suspending the job (scontrol suspend: cgroup.freeze of
 // step_<s>/user) freezes the guest with it, which is what a suspended job's
 // CPUs are for.
+// Two limits, of Slurm's extern step rather than of this placement (seen in
+// the lab, tests/lab/slurm-v2): up to 24.11 the extern step's task is a
+// sleep that a job-wide scancel --signal also reaches; it dies, the step
+// ends and its accounting stops there (the guest lives on, as on v1). From
+// 25.05 there is no sleep and no task cgroup in the extern step: the keeper
+// then models on slurmstepd (.../step_extern/slurm) and the guest goes to
+// .../step_extern/user/slurm_vm, limited and ended with the step, but in no
+// task whose cpu.stat jobacct_gather reads.
 std::string guest_cgroup_v2(const std::string& task_path) {
     size_t job_end = job_component_end(task_path);
     if (job_end == std::string::npos || task_path.compare(job_end, 6, "/step_") != 0)

@@ -28,9 +28,9 @@ std::string unified_cgroup_of(pid_t pid, const std::string& proc_root = "/proc")
 // v2: the cgroup the guest gets, given the cgroup of the extern step's task
 // (Slurm's .../job_<id>/step_extern/user/task_<n>): a leaf of its own below
 // it, "<task>/slurm_vm" (cgroup.cpp says why there). When the model is
-// slurmstepd itself (its leaf .../step_extern/slurm), the leaf goes beside
-// the step's tasks instead ("<step>/user/slurm_vm"). Throws when the path is
-// in no job's step.
+// slurmstepd itself (its leaf .../step_extern/slurm: Slurm 25.05+ runs no
+// sleep in the extern step), the leaf goes beside the step's tasks instead
+// ("<step>/user/slurm_vm"). Throws when the path is in no job's step.
 std::string guest_cgroup_v2(const std::string& task_path);
 
 // Moves process `pid` into the job cgroups that `model` is in. Throws naming
