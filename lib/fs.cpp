@@ -120,7 +120,9 @@ void write_sysfs(const std::string& path, const std::string& value) {
     if (static_cast<size_t>(n) != value.size()) SVM_THROW("short write to " + path);
 }
 
-void mkdir_p(const std::string& path, mode_t mode) {
+void mkdir_p(const std::string& dir, mode_t mode) {
+    std::string path = dir;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
     if (path.empty()) return;
     std::string cur;
     size_t pos = 0;
@@ -128,7 +130,10 @@ void mkdir_p(const std::string& path, mode_t mode) {
         pos = path.find('/', pos + 1);
         cur = path.substr(0, pos);
         if (cur.empty()) continue;
-        if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + cur);
+        // As mkdir -p: the parents it makes are 0755, only `path` gets `mode`
+        // (a private log directory must not close a shared parent to others).
+        mode_t m = pos == std::string::npos ? mode : 0755;
+        if (::mkdir(cur.c_str(), m) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + cur);
     }
 }
 

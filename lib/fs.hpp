@@ -20,6 +20,7 @@ std::string read_file_from(const std::string& path, int64_t offset, size_t max_b
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode = 0644);
 // Plain write of an existing file (sysfs attributes and the like).
 void write_sysfs(const std::string& path, const std::string& value);
+// mkdir -p: the missing parents are made 0755, the directory itself `mode`.
 void mkdir_p(const std::string& path, mode_t mode = 0755);
 // Removes a file or a whole tree; missing is not an error.
 void remove_tree(const std::string& path);

@@ -5,8 +5,6 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -333,10 +331,6 @@ int run_keeper(const KeeperOptions& o) {
     // carries them into the guest), not for us (we are out of their reach
     // anyway: see join_cgroups_of). The epilog stops us with TERM.
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
-    // QEMU, which libvirt daemonizes, stays our child: we reap it the moment
-    // it ends (destroy_now, the loops below) instead of waiting for the
-    // node's init, which libvirt would poll for.
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     int host_netns = -1;  // the host's network namespace, once we leave it
     // The ready record's publisher: a failure stops it, waits, and then
@@ -481,11 +475,6 @@ int run_keeper(const KeeperOptions& o) {
     }
     long t_created = now_ms();
     pin.release();
-    // A guest that ends by itself is reaped at once (see the subreaper above).
-    pid_t qemu = recorded_process(qemu_pid_file(p.embed_root(), p.domain_name), qemu_mark(p.domain_name));
-    auto reap_qemu = [qemu] {
-        if (qemu > 0) ::waitpid(qemu, nullptr, WNOHANG);
-    };
     log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
     bool caps_probed = capabilities_fingerprint(p.embed_root()) != caps_before;
     if (caps_probed) log::warn(capabilities_probe_note(cfg, p, pin.cpu()));
@@ -515,7 +504,6 @@ int run_keeper(const KeeperOptions& o) {
     std::string tail;
     bool ready = false;
     while (!g_stop) {
-        reap_qemu();
         std::string text;
         int64_t size = 0;
         try {
@@ -592,7 +580,6 @@ int run_keeper(const KeeperOptions& o) {
 
     // 5. Live as long as the guest (and the job: Slurm kills us with it).
     while (!g_stop) {
-        reap_qemu();
         try {
             cap_console(p.console_log(), cfg.console_max_kib * 1024);
         } catch (const Error& e) {

@@ -2,7 +2,6 @@
 
 #include <libvirt/virterror.h>
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,16 +155,10 @@ std::string qemu_pid_file(const std::string& root, const std::string& name) {
 }
 
 void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name) {
-    pid_t pid = recorded_process(qemu_pid_file(root, name), qemu_mark(name));
-    if (pid > 0 && ::kill(pid, SIGKILL) == 0) {
-        // Reaped here when we are its subreaper (the keeper is), so that
-        // libvirt need not wait for init to do it; otherwise wait until it
-        // is gone or a zombie.
-        if (::waitpid(pid, nullptr, 0) != pid) {
-            for (int waited = 0; waited < 5000 && process_recorded_alive(qemu_pid_file(root, name), qemu_mark(name));
-                 waited += 10)
-                ::usleep(10000);
-        }
+    try {
+        stop_recorded_process(qemu_pid_file(root, name), qemu_mark(name), 0);
+    } catch (const Error&) {
+        // virDomainDestroy below tries again.
     }
     virDomainDestroy(dom);
 }

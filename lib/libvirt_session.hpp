@@ -67,10 +67,13 @@ ConnectPtr open_embed(const std::string& root);
 std::string qemu_mark(const std::string& name);
 std::string qemu_pid_file(const std::string& root, const std::string& name);
 // Ends the domain's QEMU at once (SIGKILL, no graceful exit: for a guest
-// whose job is over, nothing in it matters any more), reaps it when the
-// caller is its subreaper, then lets libvirt tidy its state.
-// virDomainDestroy alone sends SIGTERM and polls every 200 ms until the
-// process is reaped.
+// whose job is over, nothing in it matters any more), then lets libvirt tidy
+// its state (virDomainDestroy alone sends SIGTERM first and waits for QEMU to
+// exit). libvirt then polls every 200 ms until the process is reaped by its
+// parent, the node's init (libvirt daemonizes QEMU). The keeper does not reap
+// it as a subreaper: libvirt's capability probes run QEMU with its own
+// -daemonize, whose processes libvirt waits for too, and an intermediate of
+// those would block a reaper that may only take QEMU's own processes.
 void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name);
 DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
 

@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,23 @@ TEST_CASE("atomic write replaces content and sets mode") {
     svm::remove_tree(dir);
     CHECK_FALSE(svm::path_exists(dir));
     svm::remove_tree(dir);  // missing is fine
+}
+
+TEST_CASE("mkdir_p makes the missing parents 0755 and only the directory itself private", "[fs]") {
+    char tmpl[] = "/tmp/svm-fs-XXXXXX";
+    REQUIRE(mkdtemp(tmpl));
+    std::string top = tmpl;
+    mode_t old = ::umask(0);
+    svm::mkdir_p(top + "/shared/node1/log/", 0750);
+    ::umask(old);
+    struct stat st;
+    REQUIRE(::stat((top + "/shared").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0755);
+    REQUIRE(::stat((top + "/shared/node1").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0755);
+    REQUIRE(::stat((top + "/shared/node1/log").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0750);
+    svm::remove_tree(top);
 }
 
 TEST_CASE("read_file names the file in its error") {
