@@ -43,12 +43,6 @@ std::atomic<bool> g_stop{false};
 constexpr size_t kUserConsoleBytes = 1u << 20;
 void on_term(int) { g_stop = true; }
 
-long now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 void relay(int a, int b) {
     char buf[65536];
     bool a_open = true, b_open = true;

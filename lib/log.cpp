@@ -20,6 +20,7 @@
 #include <spdlog/sinks/syslog_sink.h>
 
 #include "error.hpp"
+#include "proc.hpp"
 
 namespace svm::log {
 
@@ -353,18 +354,10 @@ std::string tail_lines(const std::string& text, size_t lines) {
     return text.substr(pos, end - pos) + "\n";
 }
 
-namespace {
-long monotonic_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-}  // namespace
-
-Steps::Steps() : last_ms_(monotonic_ms()) {}
+Steps::Steps() : last_ms_(now_ms()) {}
 
 void Steps::done(const std::string& what) {
-    long now = monotonic_ms();
+    long now = now_ms();
     debug(what + " (" + std::to_string(now - last_ms_) + " ms)");
     last_ms_ = now;
 }

@@ -49,7 +49,7 @@ void drop_privileges(const Credentials& as) {
         SVM_THROW("could not drop privileges to uid " + std::to_string(as.uid));
 }
 
-static long now_ms() {
+long now_ms() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
@@ -288,11 +288,6 @@ bool runs(pid_t pid, const std::string& expect) {
 }
 
 }  // namespace
-
-pid_t recorded_process(const std::string& pid_file, const std::string& expect) {
-    pid_t pid = recorded_pid(pid_file);
-    return pid && runs(pid, expect) ? pid : 0;
-}
 
 bool process_recorded_alive(const std::string& pid_file, const std::string& expect) {
     pid_t pid = recorded_pid(pid_file);

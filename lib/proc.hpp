@@ -58,6 +58,9 @@ void drop_privileges(const Credentials& as);
 
 std::string shell_quote(const std::string& s);
 
+// The monotonic clock in milliseconds (timeouts, durations).
+long now_ms();
+
 // "NAME=value" for each of `names` set in this process's environment (to pass
 // e.g. PATH and SLURM_CONF on to a Slurm command run with RunOptions::env).
 std::vector<std::string> inherited_env(std::initializer_list<const char*> names);
@@ -66,8 +69,6 @@ std::vector<std::string> inherited_env(std::initializer_list<const char*> names)
 // tab-separated part of it must be in its command line (a pid file may outlive
 // its process, and the pid may now be another's). Zombies do not count.
 bool process_recorded_alive(const std::string& pid_file, const std::string& expect);
-// Its pid while it runs, else 0.
-pid_t recorded_process(const std::string& pid_file, const std::string& expect);
 // Stops such a process if it still runs: SIGTERM, then SIGKILL after grace_ms
 // (0: at once); returns when it is gone, throws if SIGKILL did not end it.
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);

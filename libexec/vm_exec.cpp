@@ -82,12 +82,6 @@ int proxy(const char* path) {
     return 0;
 }
 
-long now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 pid_t g_child = 0;
 int g_signal_pipe[2] = {-1, -1};
 // Signals for the task go into the guest (see relay_signal); the handler
@@ -196,7 +190,7 @@ int main(int argc, char** argv) {
     try {
         svm::JobPlan p = svm::load_plan(plan_path);
         // 1. Wait for the guest of this node.
-        long deadline = now_ms() + (p.boot_timeout_s + 60) * 1000L;
+        long deadline = svm::now_ms() + (p.boot_timeout_s + 60) * 1000L;
         std::string state;
         for (;;) {
             state = svm::read_guest_state(p);
@@ -206,7 +200,7 @@ int main(int argc, char** argv) {
                 keep_console(p);
                 return 1;
             }
-            if (now_ms() > deadline) {
+            if (svm::now_ms() > deadline) {
                 svm::log::error("the guest on " + p.node + " did not start (state: " + (state.empty() ? "none" : state) +
                                 "); is PrologFlags=Contain set?");
                 keep_console(p);
