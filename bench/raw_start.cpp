@@ -80,6 +80,17 @@ void write_all(const std::string& path, const std::string& text, mode_t mode) {
     ::close(fd);
 }
 
+// The capabilities files (*.xml) of one cache directory, copied into another.
+void copy_caps(const std::string& from, const std::string& to) {
+    DIR* d = ::opendir(from.c_str());
+    if (!d) return;
+    while (struct dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.size() > 4 && n.substr(n.size() - 4) == ".xml") write_all(to + "/" + n, read_all(from + "/" + n), 0644);
+    }
+    ::closedir(d);
+}
+
 void mkdirs(const std::string& path) {
     for (size_t i = 1; i <= path.size(); ++i) {
         if (i == path.size() || path[i] == '/') {
@@ -249,14 +260,7 @@ int main(int argc, char** argv) {
     write_all(root + "/etc/qemu.conf", conf, 0644);
     std::string caps_src = caps_from + "/cache/qemu/capabilities", caps_dst = root + "/cache/qemu/capabilities";
     mkdirs(caps_dst);
-    if (DIR* d = ::opendir(caps_src.c_str())) {
-        while (struct dirent* e = ::readdir(d)) {
-            std::string n = e->d_name;
-            if (n.size() > 4 && n.substr(n.size() - 4) == ".xml")
-                write_all(caps_dst + "/" + n, read_all(caps_src + "/" + n), 0644);
-        }
-        ::closedir(d);
-    }
+    copy_caps(caps_src, caps_dst);
     // 3. Into the guests' network namespace (this thread), connect, create.
     if (!netns.empty()) {
         std::string p = "/run/netns/" + netns;
@@ -295,14 +299,7 @@ int main(int argc, char** argv) {
     bool caps_probed = caps_fingerprint(caps_dst) != caps_before;
     if (caps_probed) {
         // As the keeper refreshes the node's cache: the next start finds fresh capabilities.
-        if (DIR* d = ::opendir(caps_dst.c_str())) {
-            while (struct dirent* e = ::readdir(d)) {
-                std::string n = e->d_name;
-                if (n.size() > 4 && n.substr(n.size() - 4) == ".xml")
-                    write_all(caps_src + "/" + n, read_all(caps_dst + "/" + n), 0644);
-            }
-            ::closedir(d);
-        }
+        copy_caps(caps_dst, caps_src);
     }
 
     auto fail = [&](const std::string& why) {
