@@ -69,7 +69,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         reject_unknown(root.get(),
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "overlay_dir", "share_roots", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares",
+                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "overlay_dir", "share_roots", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares", "shares_via", "virtiofsd",
                         "devices", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
@@ -118,6 +118,11 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             if (d.empty() || d[0] != '/') SVM_THROW("\"allowed_image_dirs\" entries must be absolute paths");
         if (json_object_get(root.get(), "shares")) c.shares = json_get_string_array(root.get(), "shares");
         c.share_roots = json_get_string_array(root.get(), "share_roots");
+        if (auto v = json_get_string(root.get(), "shares_via")) c.shares_via = *v;
+        if (c.shares_via != "virtiofs" && c.shares_via != "9p")
+            SVM_THROW("\"shares_via\" must be \"virtiofs\" or \"9p\", not \"" + c.shares_via + "\"");
+        if (auto v = json_get_string(root.get(), "virtiofsd")) c.virtiofsd = *v;
+        if (!c.virtiofsd.empty() && c.virtiofsd[0] != '/') SVM_THROW("\"virtiofsd\" must be an absolute path");
         for (auto& d : c.share_roots)
             if (d.empty() || d[0] != '/') SVM_THROW("\"share_roots\" entries must be absolute paths");
         if (auto v = json_get_int(root.get(), "max_image_virtual_size_gib"))

@@ -74,13 +74,18 @@ struct NodeConfig {
     uint64_t max_image_virtual_size = 1ULL << 40;  // 1 TiB
     NetworkConfig network;
     // Host directories shown in the guest at the same path, with the job
-    // user's rights only (9p, served by QEMU running as the user).
+    // user's rights only: over virtio-fs (a virtiofsd per share running as
+    // the user, virtiofs.hpp) or 9p (served by QEMU running as the user).
     // "%h" = the user's home, "%w" = the job's working directory. Empty: none
     // (the image mounts the site's network file system itself).
     std::vector<std::string> shares = {"%h", "%w"};
     // When set, shared directories must lie inside one of these (real paths).
     // Shares are always directories the user owns, never slurm-vm's own.
     std::vector<std::string> share_roots;
+    // "virtiofs" (any current Linux guest: RHEL-family and Debian cloud
+    // kernels have no 9p) or "9p" (no daemon, guest memory not shared).
+    std::string shares_via = "virtiofs";
+    std::string virtiofsd;  // its path; empty: the first of the usual places
     Json devices;                  // the "devices" object (device layer), may be null
 
     std::string job_dir(uint32_t job_id) const;

@@ -1,5 +1,6 @@
 #include "domain_xml.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -115,11 +116,17 @@ std::string domain_xml(const DomainSpec& s) {
     x += "<domain type='" + e(s.type) + "'>\n";
     x += "  <name>" + e(s.name) + "</name>\n";
     x += "  <memory unit='MiB'>" + std::to_string(s.memory_mib) + "</memory>\n";
+    // virtiofsd reads and writes guest memory itself: it must be shared.
+    bool shared = std::any_of(s.shares.begin(), s.shares.end(), [](const ShareSpec& sh) { return !sh.socket.empty(); });
     if (s.hugepage_kib > 0) {
         // No nodeset: it names guest NUMA cells, and the guest has none; the
         // host node the pages come from is numatune's.
         x += "  <memoryBacking>\n    <hugepages>\n      <page size='" + std::to_string(s.hugepage_kib) +
-             "' unit='KiB'/>\n    </hugepages>\n  </memoryBacking>\n";
+             "' unit='KiB'/>\n    </hugepages>\n";
+        if (shared) x += "    <access mode='shared'/>\n";
+        x += "  </memoryBacking>\n";
+    } else if (shared) {
+        x += "  <memoryBacking>\n    <source type='memfd'/>\n    <access mode='shared'/>\n  </memoryBacking>\n";
     }
     x += "  <vcpu placement='static'>" + std::to_string(s.host_cpus.size()) + "</vcpu>\n";
     x += "  <cputune>\n";
@@ -174,10 +181,17 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    </disk>\n";
     }
     for (const auto& sh : s.shares) {
-        // QEMU runs as the job's user: the guest gets that user's rights on
-        // these files, nothing more ("squash": no ownership changes attempted).
-        x += "    <filesystem type='mount' accessmode='squash'>\n";
-        x += "      <source dir='" + e(sh.source) + "'/>\n";
+        if (!sh.socket.empty()) {
+            // Served by a virtiofsd running as the job's user (virtiofs.hpp).
+            x += "    <filesystem type='mount'>\n";
+            x += "      <driver type='virtiofs' queue='1024'/>\n";
+            x += "      <source socket='" + e(sh.socket) + "'/>\n";
+        } else {
+            // QEMU runs as the job's user: the guest gets that user's rights on
+            // these files, nothing more ("squash": no ownership changes attempted).
+            x += "    <filesystem type='mount' accessmode='squash'>\n";
+            x += "      <source dir='" + e(sh.source) + "'/>\n";
+        }
         x += "      <target dir='" + e(sh.tag) + "'/>\n";
         x += "    </filesystem>\n";
     }

@@ -7,8 +7,11 @@
 namespace svm {
 
 struct ShareSpec {
-    std::string source;  // host directory
+    std::string source;  // host directory (9p)
     std::string tag;     // mount tag seen by the guest
+    // virtio-fs: the vhost-user socket of the virtiofsd serving it (started
+    // by the keeper); guest memory is then shared. Empty: 9p from QEMU.
+    std::string socket;
 };
 
 // A PCI function passed through (already on vfio-pci) and what the guest's
@@ -37,7 +40,7 @@ struct DomainSpec {
     std::string tap;                 // host tap name (unique on the host; libvirt's
                                      // own vnetN choice races between embedded drivers)
     std::string console_log;         // serial console written to this file
-    std::vector<ShareSpec> shares;   // 9p shares (passthrough, as QEMU's user)
+    std::vector<ShareSpec> shares;   // 9p (as QEMU's user) or virtio-fs shares
     // Passed-through functions. With any, the guest is a q35 machine and the
     // functions of one host NUMA node (its GPUs and the VF) sit behind one
     // guest PCIe switch: pcie-root-port -> pcie-switch-upstream-port -> one

@@ -61,6 +61,8 @@ std::string JobPlan::to_json() const {
     json_t* sh = json_array();
     for (const auto& h : shares) json_array_append_new(sh, json_string(h.c_str()));
     json_object_set_new(j, "shares", sh);
+    set_str(j, "shares_via", shares_via);
+    set_str(j, "virtiofsd", virtiofsd);
     json_t* hd = json_array();
     for (const auto& h : hostdevs) {
         json_t* e = json_object();
@@ -141,6 +143,8 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.emulator = s("emulator");
     p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
     p.shares = json_get_string_array(j, "shares");
+    p.shares_via = json_get_string(j, "shares_via").value_or("9p");
+    p.virtiofsd = s("virtiofsd");
     json_array_foreach(json_object_get(j, "hostdevs"), idx, e) {
         if (json_is_string(e)) {  // plans written before roles were recorded
             p.hostdevs.push_back({json_string_value(e), "", -1});

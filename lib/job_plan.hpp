@@ -48,6 +48,8 @@ struct JobPlan {
     std::string domain_type, emulator;
     int boot_timeout_s = 300;
     std::vector<std::string> shares;    // host directories mounted at the same path in the guest
+    std::string shares_via = "9p";      // "virtiofs" or "9p" (NodeConfig::shares_via)
+    std::string virtiofsd;              // its path, for "virtiofs"
     std::vector<HostdevSpec> hostdevs;  // PCI functions passed through (GPUs, companions, VF), with role and NUMA node
     int numa_node = -1;                 // the devices' NUMA node, -1 = none/unknown
     // The devices sit on several NUMA nodes: guest memory is interleaved over
@@ -82,6 +84,10 @@ struct JobPlan {
     std::string embed_root() const { return dir + "/libvirt"; }
     std::string keeper_pid_file() const { return dir + "/keeper.pid"; }
     std::string plan_file() const { return dir + "/plan.json"; }
+    // virtiofsd of share i: its socket (root:<job group> 0660), pid file, log.
+    std::string share_socket(size_t i) const { return dir + "/share" + std::to_string(i) + ".sock"; }
+    std::string share_pid_file(size_t i) const { return dir + "/share" + std::to_string(i) + ".pid"; }
+    std::string share_log() const { return dir + "/virtiofsd.log"; }
 
     std::string to_json() const;
     static JobPlan from_json(const std::string& text, const std::string& shown);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "log.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "virtiofs.hpp"
 
 namespace svm {
 
@@ -256,7 +258,8 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     for (int c : cpus)
         if (std::find(local.begin(), local.end(), c) == local.end()) d.host_cpus.push_back(c);
     d.hostdevs = p.hostdevs;
-    for (size_t i = 0; i < p.shares.size(); ++i) d.shares.push_back({p.shares[i], "svmshare" + std::to_string(i)});
+    for (size_t i = 0; i < p.shares.size(); ++i)
+        d.shares.push_back({p.shares[i], "svmshare" + std::to_string(i), p.virtiofsd.empty() ? "" : p.share_socket(i)});
     d.numa_node = p.numa_node;
     if (p.numa_node < 0) d.numa_interleave = p.numa_nodes;
     if (mem_limit_bytes) {
@@ -297,6 +300,44 @@ std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& 
                   " (a problem of the node, not of the job)");
     }
 }
+
+// The job's virtiofsd processes (virtiofs.hpp), children of the keeper:
+// each ends when QEMU disconnects; what is left is stopped and reaped when
+// the keeper ends, however it ends.
+class ShareServers {
+public:
+    void start(const JobPlan& p) {
+        if (p.virtiofsd.empty() || p.shares.empty()) return;
+        UniqueFd log(::open(p.share_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
+        if (!log) SVM_THROW_ERRNO("open " + p.share_log());
+        Credentials user = credentials_for(p.uid, p.gid);
+        for (size_t i = 0; i < p.shares.size(); ++i) {
+            VirtiofsdSpec s{p.virtiofsd, p.shares[i], virtiofsd_mark(p.job_id, i), p.uid, p.gid, user.groups,
+                            p.guest_gid};
+            pid_t pid = start_virtiofsd(s, p.share_socket(i), log.get());
+            pids_.push_back(pid);
+            write_file_atomic(p.share_pid_file(i), std::to_string(pid) + "\n", 0644);
+        }
+    }
+    ~ShareServers() {
+        for (pid_t pid : pids_) ::kill(pid, SIGTERM);
+        for (pid_t pid : pids_) {
+            int waited = 0;
+            while (::waitpid(pid, nullptr, WNOHANG) == 0) {
+                if (waited >= 2000) {
+                    ::kill(pid, SIGKILL);
+                    ::waitpid(pid, nullptr, 0);
+                    break;
+                }
+                ::usleep(10000);
+                waited += 10;
+            }
+        }
+    }
+
+private:
+    std::vector<pid_t> pids_;
+};
 
 bool cap_console(const std::string& path, int64_t max_bytes) {
     struct stat st;
@@ -447,6 +488,13 @@ int run_keeper(const KeeperOptions& o) {
     }
     std::string caps_before = capabilities_fingerprint(p.embed_root());
     long t0 = now_ms();
+    // Declared before the guest: the servers outlive it.
+    ShareServers share_servers;
+    try {
+        share_servers.start(p);
+    } catch (const Error& e) {
+        return fail("node " + p.node + " cannot serve the job's shares to its guest: " + e.chain());
+    }
     ConnectPtr conn;
     DomainPtr dom;
     try {

@@ -132,6 +132,30 @@ std::string seed_irq_script(const JobPlan& p) {
     return s;
 }
 
+std::string seed_shares_script(const JobPlan& p) {
+    if (p.shares.empty()) return "";
+    auto q = shell_quote;
+    bool vfs = p.shares_via == "virtiofs";
+    std::string fs = vfs ? "virtiofs" : "9p";
+    std::string s;
+    s += "# The job's shares (" + fs + ").\n";
+    s += vfs ? "modprobe virtiofs 2>/dev/null\n" : "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
+    // An image whose kernel cannot mount them fails the job at once, saying so.
+    s += "grep -qw " + fs + " /proc/filesystems || fail " +
+         q("the image's kernel has no " + fs + " file system (" +
+           (vfs ? "CONFIG_VIRTIO_FS: every current distribution kernel has it as the module virtiofs"
+                : "CONFIG_9P_FS and CONFIG_NET_9P_VIRTIO: Debian's cloud and RHEL-family kernels lack them; the site "
+                  "can serve shares over virtiofs") +
+           "), so the job's directories cannot be shown in the guest") + "\n";
+    for (size_t i = 0; i < p.shares.size(); ++i) {
+        std::string tag = "svmshare" + std::to_string(i);
+        std::string opts = vfs ? "-t virtiofs" : "-t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none";
+        s += "mkdir -p " + q(p.shares[i]) + " && mount " + opts + " " + tag + " " + q(p.shares[i]) + " || fail " +
+             q("cannot mount " + p.shares[i] + " (" + fs + ")") + "\n";
+    }
+    return s;
+}
+
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     auto q = shell_quote;
     std::string s;
@@ -195,11 +219,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     }
     s += seed_fabric_script(p);
     s += seed_irq_script(p);
-    if (!p.shares.empty()) s += "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
-    for (size_t i = 0; i < p.shares.size(); ++i) {
-        s += "mkdir -p " + q(p.shares[i]) + " && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none svmshare" +
-             std::to_string(i) + " " + q(p.shares[i]) + " || fail " + q("cannot mount " + p.shares[i]) + "\n";
-    }
+    s += seed_shares_script(p);
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";

@@ -29,6 +29,10 @@ std::string seed_irq_script(const JobPlan& p);
 // The job's network on IPoIB (plan.fabric_ip): finds the VF's IPoIB interface
 // by its port GUID and gives it the address; "" without a fabric.
 std::string seed_fabric_script(const JobPlan& p);
+// Mounts the plan's shares (virtio-fs or 9p, plan.shares_via) at their host
+// paths; a kernel without that file system fails the boot with a sentence
+// saying what the image lacks.
+std::string seed_shares_script(const JobPlan& p);
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);

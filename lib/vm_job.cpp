@@ -26,6 +26,7 @@
 #include "pci_device.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "virtiofs.hpp"
 #include "cgroup.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
@@ -238,6 +239,12 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_i
         // A guest the keeper left (killed, or crashed): its job is over, so
         // QEMU ends at once; the embedded root goes with the job directory.
         stop_recorded_process(qemu_pid_file(root, name), qemu_mark(name), 0);
+        // Its share servers end when QEMU does; any the keeper left go now.
+        auto servers = json_get_int(d, "share_servers").value_or(0);
+        std::string dir = json_get_string(d, "job_dir").value_or("");
+        for (int64_t i = 0; i < servers && !dir.empty(); ++i)
+            stop_recorded_process(path_join(dir, "share" + std::to_string(i) + ".pid"),
+                                  virtiofsd_mark(job_id, static_cast<size_t>(i)), 0);
     };
     return m;
 }
@@ -392,6 +399,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
                 if (!inside) p.shares.push_back(d);
             }
             for (const auto& d : p.shares) check_share(d, who, cfg);
+            p.shares_via = cfg.shares_via;
+            if (!p.shares.empty() && p.shares_via == "virtiofs") p.virtiofsd = find_virtiofsd(cfg.virtiofsd);
         }
 
         // 1. The image, opened and checked with the user's credentials only.
@@ -609,6 +618,10 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             json_object_set_new(d.get(), "embed_root", json_string(p.embed_root().c_str()));
             json_object_set_new(d.get(), "name", json_string(p.domain_name.c_str()));
             json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
+            if (!p.virtiofsd.empty()) {
+                json_object_set_new(d.get(), "job_dir", json_string(p.dir.c_str()));
+                json_object_set_new(d.get(), "share_servers", json_integer(static_cast<json_int_t>(p.shares.size())));
+            }
             return d;
         }());
         // Only root and the guest's group reach libvirt's files for the guest.

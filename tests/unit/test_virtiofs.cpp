@@ -1,0 +1,186 @@
+// Shares over virtio-fs: the domain, the seed, the configuration, and the
+// identity virtiofsd really runs with (root needed for the last part).
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+#include "domain_xml.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "job_plan.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+#include "virtiofs.hpp"
+
+namespace {
+
+std::string tempdir() {
+    char t[] = "/tmp/svm-vfs-XXXXXX";
+    REQUIRE(mkdtemp(t));
+    return t;
+}
+
+svm::DomainSpec share_domain() {
+    svm::DomainSpec s;
+    s.name = "slurm-vm-42-node1";
+    s.type = "qemu";
+    s.memory_mib = 1024;
+    s.host_cpus = {0, 1};
+    s.overlay = "/run/slurm-vm/node1/job_42/overlay.qcow2";
+    s.base = "/home/alice/disk.qcow2";
+    s.base_format = "qcow2";
+    s.shares = {{"/home/alice", "svmshare0", "/run/slurm-vm/node1/job_42/share0.sock"},
+                {"/scratch/alice", "svmshare1", "/run/slurm-vm/node1/job_42/share1.sock"}};
+    return s;
+}
+
+void validates(const std::string& xml) {
+    std::string d = tempdir();
+    svm::write_file_atomic(d + "/d.xml", xml);
+    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
+    INFO(xml << r.out << r.err);
+    CHECK(r.status == 0);
+    svm::remove_tree(d);
+}
+
+// "Uid:" or "Gid:" of /proc/PID/status: real, effective, saved, fs.
+std::string status_line(pid_t pid, const std::string& key) {
+    std::string s = svm::read_file("/proc/" + std::to_string(pid) + "/status");
+    auto at = s.find("\n" + key);
+    REQUIRE(at != std::string::npos);
+    auto end = s.find('\n', at + 1);
+    std::string line = s.substr(at + 1 + key.size(), end - at - 1 - key.size());
+    for (auto& c : line)
+        if (c == '\t') c = ' ';
+    return svm::trim(line);
+}
+
+}  // namespace
+
+TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for libvirt", "[virtiofs]") {
+    svm::DomainSpec s = share_domain();
+    std::string x = svm::domain_xml(s);
+    CHECK(x.find("<driver type='virtiofs' queue='1024'/>\n      <source socket='/run/slurm-vm/node1/job_42/share0.sock'/>\n"
+                 "      <target dir='svmshare0'/>") != std::string::npos);
+    CHECK(x.find("<source type='memfd'/>\n    <access mode='shared'/>") != std::string::npos);
+    // The user's directory is never named to libvirt or QEMU.
+    CHECK(x.find("/home/alice'") == std::string::npos);
+    CHECK(x.find("accessmode='squash'") == std::string::npos);
+    validates(x);
+
+    s.hugepage_kib = 2048;
+    x = svm::domain_xml(s);
+    CHECK(x.find("</hugepages>\n    <access mode='shared'/>\n  </memoryBacking>") != std::string::npos);
+    CHECK(x.find("memfd") == std::string::npos);
+    validates(x);
+
+    // 9p: QEMU serves the directory; guest memory stays private.
+    for (auto& sh : s.shares) sh.socket.clear();
+    s.hugepage_kib = 0;
+    x = svm::domain_xml(s);
+    CHECK(x.find("<filesystem type='mount' accessmode='squash'>\n      <source dir='/home/alice'/>") != std::string::npos);
+    CHECK(x.find("memoryBacking") == std::string::npos);
+    validates(x);
+}
+
+TEST_CASE("the seed mounts shares over the plan's file system and names what an image lacks", "[virtiofs]") {
+    svm::JobPlan p;
+    p.job_id = 42;
+    p.shares = {"/home/alice", "/home/alice/run dir"};
+    p.shares_via = "virtiofs";
+    std::string s = svm::seed_shares_script(p);
+    CHECK(s.find("modprobe virtiofs") != std::string::npos);
+    CHECK(s.find("mount -t virtiofs svmshare1 '/home/alice/run dir'") != std::string::npos);
+    CHECK(s.find("grep -qw virtiofs /proc/filesystems || fail 'the image'\\''s kernel has no virtiofs file system") !=
+          std::string::npos);
+    CHECK(s.find("9p") == std::string::npos);
+    CHECK(svm::run({"/bin/sh", "-n"}, {.stdin_data = "fail() { :; }\n" + s}).status == 0);
+
+    p.shares_via = "9p";
+    s = svm::seed_shares_script(p);
+    CHECK(s.find("mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none svmshare0 '/home/alice'") !=
+          std::string::npos);
+    CHECK(s.find("has no 9p file system (CONFIG_9P_FS") != std::string::npos);
+
+    p.shares.clear();
+    CHECK(svm::seed_shares_script(p).empty());
+}
+
+TEST_CASE("configuration: shares_via and virtiofsd", "[virtiofs]") {
+    CHECK(svm::parse_config("{}", "n1", "t").shares_via == "virtiofs");
+    CHECK(svm::parse_config(R"({"shares_via": "9p"})", "n1", "t").shares_via == "9p");
+    CHECK_THROWS_WITH(svm::parse_config(R"({"shares_via": "nfs"})", "n1", "t"),
+                      Catch::Contains("\"shares_via\" must be \"virtiofs\" or \"9p\""));
+    CHECK_THROWS_WITH(svm::parse_config(R"({"virtiofsd": "virtiofsd"})", "n1", "t"),
+                      Catch::Contains("absolute path"));
+    CHECK_THROWS_WITH(svm::find_virtiofsd("/nonexistent/virtiofsd"), Catch::Contains("is not an executable"));
+}
+
+TEST_CASE("virtiofsd's command line: the share, its sandbox, the socket descriptor", "[virtiofs]") {
+    svm::VirtiofsdSpec s;
+    s.source = "/home/alice";
+    s.mark = svm::virtiofsd_mark(42, 1);
+    auto a = svm::virtiofsd_argv(s);
+    REQUIRE(a.size() >= 4);
+    CHECK(a[0] == "slurm-vm-virtiofsd:job=42:share=1:");
+    CHECK(a[1] == "--fd=3");
+    CHECK(std::find(a.begin(), a.end(), "source=/home/alice") != a.end());
+    CHECK(std::find(a.begin(), a.end(), "sandbox=namespace") != a.end());
+    s.source = "/home/a,b";  // -o would split it
+    CHECK_THROWS_AS(svm::virtiofsd_argv(s), svm::Error);
+    s.source = "relative";
+    CHECK_THROWS_AS(svm::virtiofsd_argv(s), svm::Error);
+}
+
+TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the user's ptrace reach", "[virtiofs]") {
+    if (::geteuid() != 0) FAIL("needs root (it starts virtiofsd as another user)");
+    const uid_t uid = 65534;
+    const gid_t gid = 65534, job_gid = 0x70000000u + 42;
+    std::string d = tempdir();
+    REQUIRE(::chmod(d.c_str(), 0755) == 0);
+    std::string share = d + "/share";
+    REQUIRE(::mkdir(share.c_str(), 0700) == 0);
+    REQUIRE(::chown(share.c_str(), uid, gid) == 0);
+    svm::VirtiofsdSpec s{svm::find_virtiofsd(""), share, svm::virtiofsd_mark(42, 0), uid, gid, {gid}, job_gid};
+    svm::UniqueFd log(::open((d + "/log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    pid_t pid = svm::start_virtiofsd(s, d + "/s.sock", log.get());
+    // Until it has exec'd, /proc shows the keeper's image.
+    for (int i = 0; i < 200 && svm::read_file("/proc/" + std::to_string(pid) + "/cmdline").find("slurm-vm-virtiofsd") ==
+                                   std::string::npos;
+         ++i)
+        ::usleep(10000);
+    INFO(svm::read_file(d + "/log"));
+    CHECK(svm::read_file("/proc/" + std::to_string(pid) + "/cmdline").rfind("slurm-vm-virtiofsd:job=42:share=0:", 0) == 0);
+    CHECK(status_line(pid, "Uid:") == "65534 65534 65534 65534");
+    CHECK(status_line(pid, "Gid:") == "65534 65534 65534 65534");
+    // Its user namespace is root's, not the user's.
+    svm::UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(ns);
+    uid_t owner = 12345;
+    REQUIRE(::ioctl(ns.get(), NS_GET_OWNER_UID, &owner) == 0);
+    CHECK(owner == 0);
+    // The socket: root's, for the job's group only.
+    struct stat st;
+    REQUIRE(::stat((d + "/s.sock").c_str(), &st) == 0);
+    CHECK(st.st_uid == 0);
+    CHECK(st.st_gid == job_gid);
+    CHECK((st.st_mode & 0777) == 0660);
+    // The attack: the same user (same uid and groups) reads its environment
+    // (what ptrace would give; the guest's memory is mapped there). Refused:
+    // root owns its user namespace.
+    auto r = svm::run_function_as(svm::Credentials{uid, gid, {gid}, ""}, [&](int) {
+        int fd = ::open(("/proc/" + std::to_string(pid) + "/environ").c_str(), O_RDONLY);
+        return fd < 0 && errno == EACCES ? 0 : 1;
+    });
+    CHECK(r.status == 0);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    svm::remove_tree(d);
+}
