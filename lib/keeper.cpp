@@ -492,6 +492,13 @@ int run_keeper(const KeeperOptions& o) {
     ShareServers share_servers;
     try {
         share_servers.start(p);
+        if (!p.shares.empty())
+            log::info("shares over " + std::string(p.virtiofsd.empty() ? "9p (QEMU)" : "virtio-fs (" + p.virtiofsd + ")") +
+                      ": " + [&] {
+                          std::string l;
+                          for (const auto& d : p.shares) l += (l.empty() ? "" : ", ") + d;
+                          return l;
+                      }());
     } catch (const Error& e) {
         return fail("node " + p.node + " cannot serve the job's shares to its guest: " + e.chain());
     }

@@ -79,7 +79,7 @@ wait_clean() {
 }
 
 # What is left of job ID (empty = nothing): job dirs, ledgers, overlays,
-# leases, keepers, guests, cgroups and ACL entries on every node.
+# leases, keepers, guests, share servers, cgroups and ACL entries on every node.
 leftovers() {
     local id="$1" n out=""
     for n in "${SVM_NODES[@]}"; do
@@ -90,6 +90,7 @@ leftovers() {
     if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
     if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
     if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi
+    if pgrep -f "^slurm-vm-virtiofsd:job=$id:" >/dev/null; then out+=" virtiofsd"; fi
     if [[ -n "$(find /sys/fs/cgroup -mindepth 4 -maxdepth 4 -name "job_$id" 2>/dev/null | head -n1)" ]]; then
         out+=" cgroup"
     fi

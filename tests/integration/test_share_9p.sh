@@ -1,0 +1,36 @@
+#!/bin/bash
+# A site may serve shares over 9p instead of virtio-fs ("shares_via": "9p"):
+# node2 set so, a job there sees its submit directory over 9p (served by QEMU
+# as the user, no virtiofsd, guest memory not shared), reads and writes it
+# as the user, and nothing is left.
+source "$(dirname "$0")/lib.sh"
+
+C="$SVM_CLUSTER_DIR"
+NODE_CFG="$C/etc/slurm-vm.node2.json"
+cleanup() { rm -f "$NODE_CFG"; }
+trap cleanup EXIT
+python3 - "$C/etc/slurm-vm.json" "$NODE_CFG" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["shares_via"] = "9p"
+json.dump(c, open(sys.argv[2] + ".tmp", "w"), indent=1)
+PY
+mv "$NODE_CFG.tmp" "$NODE_CFG"
+
+wd="$(workdir)"
+echo "from the host" >"$wd/in.txt"
+chown -R "$SVM_USER:" "$wd"
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node2 -t 5 $(vm_opts) --wrap \
+    'grep " $(dirname "$PWD") \| $PWD " /proc/mounts | cut -d" " -f3; cat in.txt; echo "from the guest" >out.txt')"
+log "job $id"
+st="$(wait_job "$id" 600)"
+out="$(cat "$wd/slurm-$id.out" 2>/dev/null)"
+[[ "$st" == COMPLETED ]] || fail "job $id ended $st: $out"
+grep -qx "9p" <<<"$out" || fail "the submit directory is not a 9p mount in the guest: $out"
+grep -qx "from the host" <<<"$out" || fail "the guest did not read the host's file: $out"
+[[ "$(cat "$wd/out.txt" 2>/dev/null)" == "from the guest" ]] || fail "the guest's file is not on the host"
+[[ "$(stat -c %U "$wd/out.txt")" == "$SVM_USER" ]] || fail "the guest's file is not $SVM_USER's on the host"
+grep -q "shares over 9p" "/var/log/slurm-vm/node2/job_$id.log" || fail "the keeper did not log shares over 9p"
+wait_clean "$id" 60
+no_node_drained
+pass "job $id: shares over 9p where the site chose it"
