@@ -137,6 +137,9 @@ int cmd_doctor(const Args& args) {
         if (!opts.kvm_check && path_exists(path)) {
             opts.kvm_check = [path] { return check_kvm_access(load_config(path, "")); };
         }
+        if (!opts.shares_check && path_exists(path)) {
+            opts.shares_check = [path] { return check_shares(load_config(path, "")); };
+        }
     }
     auto cfg = load_admin_device_config(config);
     SysfsRoot sysroot(root);

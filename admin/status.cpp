@@ -115,7 +115,7 @@ int cmd_status(const Args& args) {
             std::string text;
             if (read_file_if_exists(path_join(dir, "plan.json"), text)) {
                 JobPlan p = JobPlan::from_json(text, dir);
-                state = read_guest_state(p);
+                state = read_guest_state(p).text();
                 ip = p.ip;
                 user = p.user;
                 image = p.image;

@@ -25,10 +25,7 @@ namespace {
 
 // The reason of a failed guest from the job's state file, "" if it did not fail.
 std::string failure_of(const std::string& state) {
-    std::string s = svm::trim(state);
-    if (s.rfind("failed:", 0) == 0) return svm::trim(s.substr(7));
-    if (s.rfind("stopped:", 0) == 0 && s != "stopped: the job ended") return svm::trim(s.substr(8));
-    return "";
+    return svm::GuestState::parse(state).failure();
 }
 
 void keep_what_failed(const svm::NodeConfig& cfg, uint32_t job) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "device_plan.hpp"
+#include "virtiofs.hpp"
 #include "fs.hpp"
 #include "iommu_group.hpp"
 #include "pci_device.hpp"
@@ -335,6 +336,18 @@ std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg) {
                        std::to_string(probe) + ")")};
 }
 
+std::vector<CheckResult> check_shares(const NodeConfig& cfg) {
+    if (cfg.shares.empty()) return {result("shares", CheckStatus::ok, "no shares configured")};
+    if (cfg.shares_via == "9p")
+        return {result("shares", CheckStatus::ok,
+                       "over 9p (guests whose kernel lacks 9p, e.g. Debian cloud and RHEL-family, fail at boot)")};
+    try {
+        return {result("shares", CheckStatus::ok, "over virtio-fs with " + find_virtiofsd(cfg.virtiofsd))};
+    } catch (const Error& e) {
+        return {result("shares", CheckStatus::fail, e.reason(), "install virtiofsd or set \"virtiofsd\" in the node configuration")};
+    }
+}
+
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts) {
     IommuState st = read_iommu_state(root);
     std::vector<std::pair<std::string, std::function<std::vector<CheckResult>()>>> checks = {
@@ -351,6 +364,11 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
                                                                      "no node configuration given (--config)")};
          }},
         {"slurm", [&] { return opts.slurm_check ? opts.slurm_check() : check_slurm_settings(); }},
+        {"shares", [&] {
+             return opts.shares_check ? opts.shares_check()
+                                      : std::vector<CheckResult>{result("shares", CheckStatus::skip,
+                                                                        "no node configuration given (--config)")};
+         }},
         {"network", [&] {
              return opts.network_check ? opts.network_check()
                                        : std::vector<CheckResult>{result("network", CheckStatus::skip,

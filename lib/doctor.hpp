@@ -35,6 +35,8 @@ struct DoctorOptions {
     // The guests' access to the KVM device (check_kvm_access with the node's
     // settings); unset: SKIP.
     std::function<std::vector<CheckResult>()> kvm_check;
+    // How shares reach guests (check_shares with the node's settings); unset: SKIP.
+    std::function<std::vector<CheckResult>()> shares_check;
 };
 
 // Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
@@ -57,6 +59,10 @@ std::vector<CheckResult> check_guest_network(const NetworkConfig& net);
 // guest that cannot open the device makes libvirt re-probe QEMU on every
 // guest creation (seconds each, about a minute per guest), even for TCG.
 std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg);
+
+// Shares over virtio-fs need a virtiofsd (found where the keeper looks);
+// over 9p, nothing (but Debian's cloud and RHEL-family guest kernels lack 9p).
+std::vector<CheckResult> check_shares(const NodeConfig& cfg);
 
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
 bool doctor_failed(const std::vector<CheckResult>& results);

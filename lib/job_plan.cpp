@@ -1,5 +1,7 @@
 #include "job_plan.hpp"
 
+#include <iterator>
+
 #include "error.hpp"
 #include "fs.hpp"
 #include "json.hpp"
@@ -181,14 +183,41 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
 
 JobPlan load_plan(const std::string& path) { return JobPlan::from_json(read_file(path), path); }
 
-std::string read_guest_state(const JobPlan& p) {
-    std::string s;
-    if (!read_file_if_exists(p.state_file(), s)) return "";
-    return trim(s);
+namespace {
+const char* const kPhaseNames[] = {"", "prepared", "booting", "ready", "failed", "stopped"};
 }
 
-void write_guest_state(const JobPlan& p, const std::string& state) {
-    write_file_atomic(p.state_file(), state + "\n", 0644);
+GuestState GuestState::parse(const std::string& text) {
+    std::string s = trim(text);
+    std::string word = s.substr(0, s.find(':'));
+    for (size_t i = 1; i < std::size(kPhaseNames); ++i) {
+        if (word != kPhaseNames[i]) continue;
+        auto phase = static_cast<Phase>(i);
+        bool with_reason = phase == Phase::failed || phase == Phase::stopped;
+        if (with_reason != (s.size() > word.size())) break;
+        return {phase, with_reason ? trim(s.substr(word.size() + 1)) : ""};
+    }
+    return {};
+}
+
+std::string GuestState::text() const {
+    std::string name = kPhaseNames[static_cast<size_t>(phase)];
+    return ended() ? name + ": " + reason : name;
+}
+
+std::string GuestState::failure() const {
+    if (phase == Phase::failed || (phase == Phase::stopped && reason != kJobEnded)) return reason;
+    return "";
+}
+
+GuestState read_guest_state(const JobPlan& p) {
+    std::string s;
+    if (!read_file_if_exists(p.state_file(), s)) return {};
+    return GuestState::parse(s);
+}
+
+void write_guest_state(const JobPlan& p, const GuestState& state) {
+    write_file_atomic(p.state_file(), state.text() + "\n", 0644);
 }
 
 }  // namespace svm

@@ -95,9 +95,24 @@ struct JobPlan {
 
 JobPlan load_plan(const std::string& path);
 
-// The guest's state as the keeper reports it to the task wrapper:
-// "booting", "ready", "failed: <reason>", "stopped: <reason>".
-std::string read_guest_state(const JobPlan& p);
-void write_guest_state(const JobPlan& p, const std::string& state);
+// The guest's state as the prolog and the keeper report it to the task
+// wrapper, the epilog and `slurm-vm status`, in the job directory's "state"
+// file: "prepared", "booting", "ready", "failed: <reason>" (refused, or never
+// ready) or "stopped: <reason>" (was up, then ended; kJobEnded is the normal end).
+struct GuestState {
+    enum class Phase { none, prepared, booting, ready, failed, stopped };
+    Phase phase = Phase::none;
+    std::string reason;  // of failed and stopped
+
+    static GuestState parse(const std::string& text);  // unknown text: none
+    std::string text() const;
+    bool ended() const { return phase == Phase::failed || phase == Phase::stopped; }
+    // Why the guest failed the job; "" when it did not (a normal end included).
+    std::string failure() const;
+};
+inline constexpr const char* kJobEnded = "the job ended";
+
+GuestState read_guest_state(const JobPlan& p);
+void write_guest_state(const JobPlan& p, const GuestState& state);
 
 }  // namespace svm

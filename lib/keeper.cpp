@@ -355,7 +355,7 @@ int run_keeper(const KeeperOptions& o) {
     NodeConfig cfg = load_config(o.config_path, o.node);
     JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
     // The prolog refused the job (the reason is in the state): no guest.
-    if (read_guest_state(p).rfind("failed:", 0) == 0) return 0;
+    if (read_guest_state(p).phase == GuestState::Phase::failed) return 0;
     log::debug("keeper started");
     write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
 
@@ -379,7 +379,7 @@ int run_keeper(const KeeperOptions& o) {
     } ready_publisher;
     // A failed or dead guest: the job learns why (state, read by the task
     // wrapper), the admin gets the console, the caller publishes the reason.
-    auto report_failure = [&](const std::string& state, const std::string& why) {
+    auto report_failure = [&](const GuestState& state, const std::string& why) {
         // The user's copy of the console first: the task wrapper shows it
         // once it reads the state.
         try {
@@ -408,7 +408,7 @@ int run_keeper(const KeeperOptions& o) {
         }
     };
     auto fail = [&](const std::string& why) {
-        report_failure("failed: " + why, why);
+        report_failure({GuestState::Phase::failed, why}, why);
         return 1;
     };
 
@@ -478,7 +478,7 @@ int run_keeper(const KeeperOptions& o) {
 
     // 3. Start the guest, connecting from one CPU whose cached QEMU
     // capabilities libvirt will take as valid (libvirt_session.hpp).
-    write_guest_state(p, "booting");
+    write_guest_state(p, {GuestState::Phase::booting, ""});
     CpuPin pin;
     std::string cpu_cache = path_join(cfg.state_dir, "libvirt-caps/cpu" + std::to_string(pin.cpu()));
     try {
@@ -615,7 +615,7 @@ int run_keeper(const KeeperOptions& o) {
         if (p.irq_profile != "default" && !p.vf_link_layer.empty())
             json_object_set_new(timing.get(), "irq_profile", json_string(p.irq_profile.c_str()));
         write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
-        write_guest_state(p, "ready");
+        write_guest_state(p, {GuestState::Phase::ready, ""});
         log::info("guest ready in " + std::to_string(t_ready - t0) + " ms");
         if (o.on_ready) {
             std::string rec = vm_record(p, t_created - t0, t_ready - t0, static_cast<int>(spec.host_cpus.size()),
@@ -636,7 +636,7 @@ int run_keeper(const KeeperOptions& o) {
         }
         if (virDomainIsActive(dom.get()) != 1) {
             std::string why = "the guest on " + p.node + " shut down or crashed";
-            report_failure("stopped: " + why, why);
+            report_failure({GuestState::Phase::stopped, why}, why);
             return 0;
         }
         ::usleep(250000);
@@ -644,7 +644,7 @@ int run_keeper(const KeeperOptions& o) {
     log::debug("the job ended: ending the guest");
     long t_stop = now_ms();
     destroy_now(dom.get(), p.embed_root(), p.domain_name);
-    write_guest_state(p, "stopped: the job ended");
+    write_guest_state(p, {GuestState::Phase::stopped, kJobEnded});
     log::info("guest destroyed: the job ended (" + std::to_string(now_ms() - t_stop) + " ms)");
     return 0;
 }

@@ -347,7 +347,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         // plugin still wraps every task) whose state carries the reason; the
         // task wrapper prints it and fails, the keeper does nothing.
         make_job_dir(p.dir, p.uid);
-        write_file_atomic(path_join(p.dir, "state"), "failed: " + why + "\n", 0644);
+        write_file_atomic(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
         JobPlan stub;
         stub.job_id = p.job_id;
         stub.node = p.node;
@@ -633,7 +633,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
 
         write_file_atomic(p.plan_file(), p.to_json(), 0644);
         steps.done("prolog: seed, console log, libvirt root, capabilities cache, plan");
-        write_guest_state(p, "prepared");
+        write_guest_state(p, {GuestState::Phase::prepared, ""});
         result.status = PrologStatus::prepared;
         return result;
     } catch (const UserError& e) {

@@ -191,17 +191,17 @@ int main(int argc, char** argv) {
         svm::JobPlan p = svm::load_plan(plan_path);
         // 1. Wait for the guest of this node.
         long deadline = svm::now_ms() + (p.boot_timeout_s + 60) * 1000L;
-        std::string state;
         for (;;) {
-            state = svm::read_guest_state(p);
-            if (state == "ready") break;
-            if (state.rfind("failed:", 0) == 0 || state.rfind("stopped:", 0) == 0) {
-                svm::log::error(svm::trim(state.substr(state.find(':') + 1)));
+            svm::GuestState state = svm::read_guest_state(p);
+            if (state.phase == svm::GuestState::Phase::ready) break;
+            if (state.ended()) {
+                svm::log::error(state.reason);
                 keep_console(p);
                 return 1;
             }
             if (svm::now_ms() > deadline) {
-                svm::log::error("the guest on " + p.node + " did not start (state: " + (state.empty() ? "none" : state) +
+                svm::log::error("the guest on " + p.node + " did not start (state: " +
+                                (state.phase == svm::GuestState::Phase::none ? "none" : state.text()) +
                                 "); is PrologFlags=Contain set?");
                 keep_console(p);
                 return 1;
@@ -323,9 +323,9 @@ int main(int argc, char** argv) {
         }
         int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (rc == 255) {
-            std::string now = svm::read_guest_state(p);
-            if (now != "ready") {
-                std::string why = now.empty() ? "the guest is gone" : svm::trim(now.substr(now.find(':') + 1));
+            svm::GuestState now = svm::read_guest_state(p);
+            if (now.phase != svm::GuestState::Phase::ready) {
+                std::string why = now.ended() ? now.reason : "the guest is gone";
                 svm::log::error(why);
                 keep_console(p);
             } else {

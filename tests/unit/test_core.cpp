@@ -327,3 +327,18 @@ TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
     }
     CHECK(fails == 5);  // prologflags, proctrack, prolog, epilog, plugstack
 }
+
+TEST_CASE("the guest's state file: phases and reasons round-trip, a normal end is no failure", "[core]") {
+    using P = svm::GuestState::Phase;
+    for (const char* t : {"prepared", "booting", "ready", "failed: no image: x", "stopped: the guest crashed"})
+        CHECK(svm::GuestState::parse(t).text() == t);
+    CHECK(svm::GuestState::parse("failed: a: b\n").reason == "a: b");
+    CHECK(svm::GuestState::parse("failed: a").failure() == "a");
+    CHECK(svm::GuestState::parse("stopped: the guest crashed").failure() == "the guest crashed");
+    CHECK(svm::GuestState::parse(std::string("stopped: ") + svm::kJobEnded).failure().empty());
+    CHECK(svm::GuestState::parse("ready").failure().empty());
+    CHECK(svm::GuestState::parse("ready").phase == P::ready);
+    CHECK_FALSE(svm::GuestState::parse("ready").ended());
+    for (const char* t : {"", "readyish", "ready: x", "failed", "garbage: x"})
+        CHECK(svm::GuestState::parse(t).phase == P::none);
+}

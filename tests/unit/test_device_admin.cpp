@@ -234,7 +234,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                 {"qemu", "OK"},
                                                                 {"slurm", "OK"},
                                                                 {"kvm", "SKIP"},
-                                                                {"network", "SKIP"}});
+                                                                {"shares", "SKIP"}, {"network", "SKIP"}});
     CHECK_FALSE(doctor_failed(good));
     Json j = doctor_to_json(good);
     CHECK(json_is_true(json_object_get(j.get(), "ok")));
@@ -260,7 +260,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                {"qemu", "FAIL"},
                                                                {"slurm", "SKIP"},
                                                                {"kvm", "SKIP"},
-                                                               {"network", "SKIP"}});
+                                                               {"shares", "SKIP"}, {"network", "SKIP"}});
     CHECK(doctor_failed(bad));
     std::string text = format_doctor(bad);
     CHECK_THAT(text, Catch::Contains("[FAIL] vfs 0000:5f:00.0: no VFs (sriov_numvfs is 0 of 4)\n"

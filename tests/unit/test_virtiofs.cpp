@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "config.hpp"
+#include "doctor.hpp"
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
@@ -183,4 +184,20 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     svm::remove_tree(d);
+}
+
+TEST_CASE("doctor: shares over virtio-fs need a virtiofsd", "[virtiofs]") {
+    svm::NodeConfig c = svm::parse_config("{}", "n1", "t");
+    auto r = svm::check_shares(c);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].status == svm::CheckStatus::ok);  // this machine has one (qemu-system-common)
+    CHECK(r[0].message.find("virtio-fs with /") != std::string::npos);
+    c.virtiofsd = "/nonexistent/virtiofsd";
+    r = svm::check_shares(c);
+    CHECK(r[0].status == svm::CheckStatus::fail);
+    CHECK(r[0].fix.find("install virtiofsd") != std::string::npos);
+    c.shares_via = "9p";
+    CHECK(svm::check_shares(c)[0].status == svm::CheckStatus::ok);
+    c.shares.clear();
+    CHECK(svm::check_shares(c)[0].message == "no shares configured");
 }
