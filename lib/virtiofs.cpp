@@ -131,8 +131,10 @@ std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s) {
             // Sandboxed in its own mount, pid and network namespaces,
             // pivoted into the shared directory.
             "-o", "sandbox=namespace",
-            // Close-to-open consistency with the host, as NFS gives.
-            "-o", "cache=auto",
+            // No caching in the guest: what the host (or another node)
+            // changes is seen at once, as with the 9p mount (cache=none).
+            // Measured under TCG: faster than cache=auto as well.
+            "-o", "cache=none",
             "--rlimit-nofile=0"};
 }
 
