@@ -172,7 +172,22 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     for (const auto& peer : p.peers)
         s += "echo " + q((peer.fabric_ip.empty() ? peer.ip : peer.fabric_ip) + " " + peer.hostname + " # slurm-vm") +
              " >>/etc/hosts\n";
-    // The job's user and group, same ids as on the host.
+    // The job's user and group, same ids as on the host. A stock cloud image's
+    // default user (cloud-init makes one, e.g. "debian" with uid and gid 1000,
+    // before this script runs) may hold the job's ids: it is moved to free ids
+    // (deleting it would break cloud-init's later modules, which look it up).
+    // Only ordinary accounts (ids >= 1000) are moved, never system ones.
+    if (p.uid >= 1000 || p.gid >= 1000)
+        s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do n=$((n - 1)); "
+             "done; echo $n; }\n";
+    if (p.uid >= 1000)
+        s += "o=$(getent passwd " + std::to_string(p.uid) + " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " +
+             q(p.user) + " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " +
+             std::to_string(p.uid) + ")\"\n";
+    if (p.gid >= 1000)
+        s += "o=$(getent group " + std::to_string(p.gid) + " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " +
+             q(p.group) + " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " +
+             std::to_string(p.gid) + ")\"\n";
     s += "getent group " + std::to_string(p.gid) + " >/dev/null || groupadd -g " + std::to_string(p.gid) + " " +
          q(p.group) + " || fail groupadd\n";
     s += "getent passwd " + q(p.user) + " >/dev/null || useradd -M -d " + q(p.home) + " -u " + std::to_string(p.uid) +
@@ -223,7 +238,14 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
-    s += "if pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd) ; else /usr/sbin/sshd || fail sshd; fi\n";
+    // Under systemd (a stock cloud image), sshd may be running already with the
+    // image's own host keys (cloud-init's): restart its unit, which returns
+    // once the new sshd listens, so the marker below is only printed when
+    // logins meet the job's host key. Else (a NoCloud runner) start or reload it.
+    s += "if [ -d /run/systemd/system ] && { systemctl restart ssh.service || systemctl restart sshd.service; } "
+         "2>/dev/null; then :\n"
+         "elif pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd)\n"
+         "else /usr/sbin/sshd || fail sshd; fi\n";
     s += "log " + q(ready_marker(p)) + "\n";
     return s;
 }

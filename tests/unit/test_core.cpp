@@ -211,6 +211,14 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.rfind("#!/bin/sh\n", 0) == 0);
     CHECK(ud.find("useradd -M -d '/home/alice' -u 2001 -g 2001") != std::string::npos);
     CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
+    // A stock image's default user (cloud-init's, uid/gid 1000 or any ordinary
+    // ids) holding the job's ids is moved away, before the job's user is made.
+    CHECK(ud.find("o=$(getent passwd 2001 | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || usermod -u") <
+          ud.find("useradd -M"));
+    CHECK(ud.find("o=$(getent group 2001 | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
+          ud.find("groupadd -g 2001"));
+    // Under systemd, sshd is restarted through its unit (synchronous) before the marker.
+    CHECK(ud.find("systemctl restart ssh.service") < ud.find(svm::ready_marker(p)));
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
     CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
