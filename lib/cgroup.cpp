@@ -401,4 +401,17 @@ std::optional<int64_t> cgroup_memory_limit(pid_t pid, const std::string& cgroup_
                                        : memory_limit_v1(pid, cgroup_root, proc_root);
 }
 
+std::optional<int64_t> cgroup_oom_kills(pid_t pid, const std::string& cgroup_root, const std::string& proc_root) {
+    std::string dir = cgroup_dir(pid, "memory", cgroup_root, proc_root);
+    std::string text;
+    if (dir.empty() ||
+        !read_file_if_exists(path_join(dir, cgroup_unified(cgroup_root) ? "memory.events" : "memory.oom_control"), text))
+        return std::nullopt;
+    std::istringstream in(text);
+    std::string key, value;
+    while (in >> key >> value)
+        if (key == "oom_kill") return parse_bytes(value, path_join(dir, "oom_kill"));
+    return std::nullopt;
+}
+
 }  // namespace svm

@@ -78,5 +78,10 @@ std::vector<int> cgroup_cpus(pid_t pid, const std::string& cgroup_root = "/sys/f
                              const std::string& proc_root = "/proc");
 std::optional<int64_t> cgroup_memory_limit(pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
                                            const std::string& proc_root = "/proc");
+// How many processes the kernel's OOM killer ended in pid's memory cgroup
+// and below (v1: memory.oom_control's oom_kill; v2: memory.events'); nullopt
+// when the kernel does not say.
+std::optional<int64_t> cgroup_oom_kills(pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
+                                        const std::string& proc_root = "/proc");
 
 }  // namespace svm

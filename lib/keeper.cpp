@@ -440,6 +440,27 @@ int run_keeper(const KeeperOptions& o) {
     } catch (const Error& e) {
         return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
     }
+    // The kernel's OOM kills in the guest's memory cgroup so far: one more
+    // when the guest is gone means QEMU outgrew the job's memory.
+    std::optional<int64_t> oom_kills_before;
+    try {
+        oom_kills_before = cgroup_oom_kills(::getpid());
+    } catch (const Error& e) {
+        log::warn("the guest's OOM kills cannot be told: " + e.chain());
+    }
+    auto gone_why = [&](const std::string& otherwise) -> std::string {
+        std::optional<int64_t> now;
+        try {
+            now = cgroup_oom_kills(::getpid());
+        } catch (const Error&) {
+        }
+        if (oom_kills_before && now && *now > *oom_kills_before)
+            return "the guest on " + p.node + " was killed for using more memory than the job has there" +
+                   (mem ? " (" + std::to_string(*mem >> 20) + " MiB, of which the guest gets all but " +
+                              std::to_string(p.memory_overhead_mib) + " MiB)" : std::string()) +
+                   ": request more with --mem";
+        return otherwise;
+    };
     // The image the prolog checked, opened again as the user and compared:
     // QEMU gets this descriptor, never the path.
     UniqueFd image_fd;
@@ -583,8 +604,8 @@ int run_keeper(const KeeperOptions& o) {
             log::warn("the console log was not capped: " + e.chain());
         }
         if (virDomainIsActive(dom.get()) != 1)
-            return fail("the guest on " + p.node + " stopped while booting (see its console log " +
-                        p.console_log() + ")");
+            return fail(gone_why("the guest on " + p.node + " stopped while booting (see its console log " +
+                                 p.console_log() + ")"));
         if (now_ms() > deadline) {
             destroy_now(dom.get(), p.embed_root(), p.domain_name);
             return fail("the guest on " + p.node + " did not become ready within " +
@@ -635,7 +656,7 @@ int run_keeper(const KeeperOptions& o) {
             log::warn("the console log was not capped: " + e.chain());
         }
         if (virDomainIsActive(dom.get()) != 1) {
-            std::string why = "the guest on " + p.node + " shut down or crashed";
+            std::string why = gone_why("the guest on " + p.node + " shut down or crashed");
             report_failure({GuestState::Phase::stopped, why}, why);
             return 0;
         }

@@ -249,3 +249,23 @@ TEST_CASE("remove_job_cgroups on v2 ends what is left in the guest's leaf", "[cg
     svm::remove_tree(t.root + leaf + "/cgroup.events");
     CHECK(svm::remove_job_cgroups(5, t.root) == 0);
 }
+
+TEST_CASE("OOM kills are read from the process's memory cgroup, v1 and v2", "[cgroup]") {
+    {
+        FakeCgroups t;
+        const std::string task = "/slurm_n1/uid_1/job_42/step_extern/task_0";
+        t.cgroup("/memory" + task, {{"memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"}});
+        t.process(100, "4:memory:" + task + "\n");
+        CHECK(svm::cgroup_oom_kills(100, t.root, t.proc) == 2);
+        svm::write_file_atomic(t.root + "/memory" + task + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
+        CHECK_FALSE(svm::cgroup_oom_kills(100, t.root, t.proc).has_value());  // a kernel before 4.13
+    }
+    {
+        FakeCgroups t;
+        slurm_v2_job(t);
+        t.cgroup(std::string(kTask) + "/slurm_vm", {{"memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"}});
+        t.process(555, std::string("0::") + kTask + "/slurm_vm\n");
+        CHECK(svm::cgroup_oom_kills(555, t.root, t.proc) == 1);
+        CHECK_FALSE(svm::cgroup_oom_kills(100, t.root, t.proc).has_value());  // no memory.events there
+    }
+}

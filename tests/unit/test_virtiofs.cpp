@@ -74,6 +74,8 @@ TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for 
     // The user's directory is never named to libvirt or QEMU.
     CHECK(x.find("/home/alice'") == std::string::npos);
     CHECK(x.find("accessmode='squash'") == std::string::npos);
+    // A TCG guest's translation cache is bounded (QEMU's default: 1 GiB).
+    CHECK(x.find("<tb-cache unit='MiB'>256</tb-cache>") != std::string::npos);
     validates(x);
 
     s.hugepage_kib = 2048;
