@@ -108,11 +108,20 @@ for d in 'qemu-system-x86' 'qemu-utils' 'genisoimage' 'openssh-client' 'slurmd |
          'libc6' 'libvirt0' 'libjansson4'; do
     grep -qF -- "$d" <<<"$depends" || fail "Depends lacks '$d': $depends"
 done
+# The Slurm release it was built against, exactly: the libslurm package behind
+# libslurm-dev's libslurm.so and this Slurm's major.minor as a range
+# (packaging/slurm-depends.cmake).
+so="$(dpkg-query -L libslurm-dev | grep -m1 '/libslurm\.so$')" || fail "libslurm-dev has no libslurm.so"
+libpkg="$(dpkg-query -S "$(readlink -f "$so")" | head -n1 | cut -d: -f1)"
+rel="$(dpkg-query -W -f='${Version}' slurm-wlm-basic-plugins | grep -oE '^[0-9]+\.[0-9]+')"
+for d in "$libpkg" "slurm-wlm-basic-plugins (>= $rel)" "slurm-wlm-basic-plugins (<< "; do
+    grep -qF -- "$d" <<<"$depends" || fail "Depends lacks '$d': $depends"
+done
 dpkg-deb -e "$DEB" "$TMP/control"
 [[ "$(cat "$TMP/control/conffiles")" == /etc/slurm-vm/slurm-vm.json ]] ||
     fail "conffiles is not exactly /etc/slurm-vm/slurm-vm.json: $(cat "$TMP/control/conffiles")"
 [[ -x "$TMP/control/postinst" && -x "$TMP/control/postrm" ]] || fail "postinst/postrm missing or not executable"
-pass "control: Depends and conffiles as expected"
+pass "control: Depends (Slurm $rel, $libpkg) and conffiles as expected"
 
 # --- install -------------------------------------------------------------------
 log "installing"

@@ -1,6 +1,6 @@
 // cgroup v1 and v2 against fake trees: a directory shaped like /sys/fs/cgroup
 // and one like /proc (PID/cgroup), as Slurm's cgroup plugins leave them.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "cgroup.hpp"
 #include "error.hpp"

@@ -3,7 +3,7 @@
 // inventory of a tree replayed from a real GPU node's sysfs.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <map>
 
 #include "device_plan.hpp"

@@ -2,7 +2,7 @@
 // and the planner's answers and refusals.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "device_plan.hpp"
 #include "device_scenarios.hpp"

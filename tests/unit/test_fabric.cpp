@@ -1,7 +1,7 @@
 // The job's network over IPoIB on the VF (network.fabric "ipoib"): the
 // configuration, the guests' names pointing at their fabric addresses, and
 // the seed's script that finds the VF's IPoIB interface by its port GUID.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "config.hpp"
 #include "error.hpp"

@@ -1,7 +1,7 @@
 // The remote command and the signal command, run for real in a local shell
 // the way the guest's sshd runs them (a new session: the login shell leads
 // its own process group).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "fs.hpp"
 #include "guest_sandbox.hpp"

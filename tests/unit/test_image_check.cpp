@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <cstring>
 #include <map>
 

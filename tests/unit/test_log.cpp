@@ -4,7 +4,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 #include <regex>
 
 #include "error.hpp"

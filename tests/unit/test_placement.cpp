@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "config.hpp"
 #include "domain_xml.hpp"

@@ -2,7 +2,7 @@
 // /dev/tcp) talks through a TCP port (socat stands in for ssh -R) to the
 // relay, which runs the `srun` found in PATH. Here that is a script showing
 // what it got; the cluster test (test_srun_batch.sh) uses Slurm's.
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // slurm-vm sweep: which job ids squeue says are on a node (admin/squeue_ids.hpp).
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "../../admin/squeue_ids.hpp"
 
