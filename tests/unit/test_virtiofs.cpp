@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include "config.hpp"
 #include "doctor.hpp"
