@@ -159,7 +159,7 @@ void usage() {
         "usage: svm-bench-raw-start --xml FILE --root DIR --qemu-conf FILE --caps-from DIR\n"
         "         [--overlay PATH --backing IMG --backing-format FMT --size BYTES [--qemu-img PATH] [--group GID]]\n"
         "         [--netns NAME] [--wait-ssh IP | --wait-console FILE:TEXT] [--timeout S]\n"
-        "         [--exec SHELL-COMMAND] [--destroy] [--remove DIR]...\n"
+        "         [--exec SHELL-COMMAND] [--destroy] [--remove DIR]... [--virtiofs SOCKET=DIR]...\n"
         "       svm-bench-raw-start --warm-caps DIR [--qemu-conf FILE] [--emulator PATH] [--domain-type qemu|kvm]\n"
         "The raw baseline of bench/run; prints timings (ms) as JSON.");
 }
@@ -169,7 +169,8 @@ void usage() {
 int main(int argc, char** argv) {
     std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size, qemu_img = "/usr/bin/qemu-img";
     std::string netns, wait_ip, wait_console, warm_caps, exec_cmd;
-    std::vector<std::string> remove_dirs;
+    std::vector<std::string> remove_dirs, virtiofs;
+    std::string virtiofsd_path = ::access("/usr/libexec/virtiofsd", X_OK) == 0 ? "/usr/libexec/virtiofsd" : "/usr/lib/qemu/virtiofsd";
     std::string emulator = "/usr/bin/qemu-system-x86_64", domain_type = "qemu";
     int gid = -1;
     double timeout_s = 300;
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
         else if (a == "--destroy") destroy = true;
         else if (a == "--remove") remove_dirs.push_back(next());
         else if (a == "--exec") exec_cmd = next();
+        else if (a == "--virtiofs") virtiofs.push_back(next());
         else if (a == "--warm-caps") warm_caps = next();
         else if (a == "--emulator") emulator = next();
         else if (a == "--domain-type") domain_type = next();
@@ -255,6 +257,38 @@ int main(int argc, char** argv) {
             die("chown/chmod " + overlay);
         t_overlay = now_ms();
     }
+    // 1b. Shares over virtio-fs, as an admin starts them by hand: virtiofsd
+    // as root on a socket path, waited for until it listens.
+    std::vector<pid_t> vfs_pids;
+    for (const auto& v : virtiofs) {
+        auto eq = v.find('=');
+        if (eq == std::string::npos) die("--virtiofs wants SOCKET=DIR, not " + v);
+        std::string sock = v.substr(0, eq), dir = v.substr(eq + 1);
+        ::unlink(sock.c_str());
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            int null = ::open("/dev/null", O_RDWR);
+            ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
+            ::execl(virtiofsd_path.c_str(), "virtiofsd", ("--socket-path=" + sock).c_str(), "-o",
+                    ("source=" + dir).c_str(), "-o", "cache=none", static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        if (pid < 0) die("fork");
+        vfs_pids.push_back(pid);
+        struct stat st;
+        for (int i = 0; ::stat(sock.c_str(), &st) != 0; ++i) {
+            if (i > 5000) die("virtiofsd did not make " + sock);
+            ::usleep(1000);
+        }
+        if (gid >= 0 && (::chown(sock.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(sock.c_str(), 0660) != 0))
+            die("chown/chmod " + sock);
+    }
+    struct ShareReaper {
+        std::vector<pid_t>& pids;
+        ~ShareReaper() {
+            for (pid_t p : pids) ::kill(p, SIGTERM), ::waitpid(p, nullptr, 0);
+        }
+    } share_reaper{vfs_pids};
     // 2. The embedded root: qemu.conf and the capabilities cache.
     mkdirs(root + "/etc");
     write_all(root + "/etc/qemu.conf", conf, 0644);
