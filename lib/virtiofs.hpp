@@ -21,6 +21,8 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
