@@ -147,8 +147,6 @@ namespace {
 
 // libpci reports fatal problems through a callback that must not return.
 // We turn them into svm::Error (libpci is C built with unwind tables).
-thread_local std::string g_pci_error;
-
 [[noreturn]] void pci_error_cb(char* msg, ...) {
     char buf[1024];
     va_list ap;
