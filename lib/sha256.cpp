@@ -6,9 +6,7 @@ namespace svm {
 
 Sha256::Sha256() { sha256_init(&ctx_); }
 
-void Sha256::update(const void* data, size_t len) {
-    sha256_update(&ctx_, len, static_cast<const uint8_t*>(data));
-}
+void Sha256::update(const void* data, size_t len) { sha256_update(&ctx_, len, static_cast<const uint8_t*>(data)); }
 
 std::string Sha256::hex_digest() {
     static const char* hex = "0123456789abcdef";
