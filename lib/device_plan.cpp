@@ -10,12 +10,6 @@
 
 namespace svm {
 
-std::vector<PciAddress> DevicePlan::addresses() const {
-    std::vector<PciAddress> out;
-    for (const auto& d : devices) out.push_back(d.address);
-    return out;
-}
-
 Json DevicePlan::to_json() const {
     Json j(json_object());
     json_t* devs = json_array();

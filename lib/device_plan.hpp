@@ -34,7 +34,6 @@ struct DevicePlan {
     std::string cpus;                     // CPU list of those nodes ("" = unknown)
     std::vector<std::string> warnings;
 
-    std::vector<PciAddress> addresses() const;
     Json to_json() const;
 };
 

@@ -60,10 +60,6 @@ PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, cons
     return out;
 }
 
-bool is_device_step(const std::string& kind) {
-    return kind == BindRecord::kKind || kind == VfReservationRecord::kKind || kind == VfConfigRecord::kKind;
-}
-
 void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const std::string& kind,
                       const json_t* data) {
     if (kind == BindRecord::kKind) {

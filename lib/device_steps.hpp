@@ -42,7 +42,6 @@ struct DeviceStepOptions {
 PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg,
                                 const DevicePlan& plan, const DeviceStepOptions& opts, const DeviceRecordFn& record);
 
-bool is_device_step(const std::string& kind);
 // Undoes one recorded step; idempotent. Throws svm::Error naming the device.
 void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const std::string& kind,
                       const json_t* data);

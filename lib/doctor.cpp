@@ -25,10 +25,6 @@ const char* check_status_str(CheckStatus s) {
     }
 }
 
-std::vector<CheckResult> check_slurm_settings() {
-    return {{"slurm", CheckStatus::skip, "Slurm settings (plugstack.conf, PrologFlags, gres.conf) are not checked yet", ""}};
-}
-
 std::string slurm_config_value(const std::string& text, const std::string& key) {
     size_t pos = 0;
     while (pos < text.size()) {
@@ -363,7 +359,11 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
                                    : std::vector<CheckResult>{result("kvm", CheckStatus::skip,
                                                                      "no node configuration given (--config)")};
          }},
-        {"slurm", [&] { return opts.slurm_check ? opts.slurm_check() : check_slurm_settings(); }},
+        {"slurm", [&] {
+             return opts.slurm_check ? opts.slurm_check()
+                                     : std::vector<CheckResult>{result("slurm", CheckStatus::skip,
+                                                                       "no Slurm check given (slurm_check)")};
+         }},
         {"shares", [&] {
              return opts.shares_check ? opts.shares_check()
                                       : std::vector<CheckResult>{result("shares", CheckStatus::skip,

@@ -27,7 +27,8 @@ struct DoctorOptions {
     // Where to look for QEMU (host paths, not under the root).
     std::vector<std::string> qemu_binaries = {"/usr/bin/qemu-system-x86_64", "/usr/libexec/qemu-kvm",
                                               "/usr/bin/qemu-kvm"};
-    // The Slurm settings check; default check_slurm_settings().
+    // The Slurm settings check (slurm-vm doctor: check_slurm_config on
+    // `scontrol show config`); unset: SKIP.
     std::function<std::vector<CheckResult>()> slurm_check;
     // The guests' network (check_guest_network with the node's settings);
     // unset: SKIP.
@@ -39,9 +40,6 @@ struct DoctorOptions {
     std::function<std::vector<CheckResult>()> shares_check;
 };
 
-// Hook for the Slurm side (plugstack.conf, PrologFlags, gres.conf): returns
-// SKIP until that part of slurm-vm provides its own checks.
-std::vector<CheckResult> check_slurm_settings();
 // The Slurm settings slurm-vm relies on, from the text of `scontrol show config`
 // (PrologFlags=Alloc,Contain, cgroup process tracking, task/cgroup, a Prolog
 // and Epilog, a plugin stack); plugstack_text is that file's content ("" if

@@ -34,17 +34,6 @@ std::vector<GroupMember> iommu_group_details(const SysfsRoot& root, int group) {
     return out;
 }
 
-std::vector<GroupMember> iommu_group_conflicts(const SysfsRoot& root, int group,
-                                               const std::vector<PciAddress>& job_devices) {
-    std::vector<GroupMember> out;
-    for (const auto& m : iommu_group_details(root, group)) {
-        if (std::find(job_devices.begin(), job_devices.end(), m.address) != job_devices.end()) continue;
-        if (m.bridge || is_vfio_safe_driver(m.driver)) continue;
-        out.push_back(m);
-    }
-    return out;
-}
-
 const char* tristate_str(Tristate t) {
     switch (t) {
     case Tristate::yes: return "yes";

@@ -20,11 +20,6 @@ struct GroupMember {
 };
 std::vector<GroupMember> iommu_group_details(const SysfsRoot& root, int group);
 
-// Endpoints of the group that block handing `job_devices` to a guest: neither
-// one of job_devices, nor on vfio-pci/pci-stub, nor a bridge.
-std::vector<GroupMember> iommu_group_conflicts(const SysfsRoot& root, int group,
-                                               const std::vector<PciAddress>& job_devices);
-
 enum class Tristate { yes, no, unknown };
 const char* tristate_str(Tristate t);  // "yes", "no", "unknown"
 

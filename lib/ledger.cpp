@@ -64,11 +64,6 @@ void Ledger::set_meta(const std::string& key, const std::string& value) {
     save();
 }
 
-std::string Ledger::meta(const std::string& key) const {
-    auto it = meta_.find(key);
-    return it == meta_.end() ? "" : it->second;
-}
-
 bool Ledger::exists_on_disk() const { return path_exists(path_); }
 
 void Ledger::erase() {

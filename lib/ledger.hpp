@@ -31,7 +31,6 @@ public:
     const std::string& path() const { return path_; }
     bool exists_on_disk() const;
     void set_meta(const std::string& key, const std::string& value);
-    std::string meta(const std::string& key) const;
     // Removes the file (after a complete undo).
     void erase();
 

@@ -142,12 +142,6 @@ ConnectPtr open_embed(const std::string& root) {
     return c;
 }
 
-DomainPtr lookup_domain(virConnectPtr c, const std::string& name) {
-    virDomainPtr d = virDomainLookupByName(c, name.c_str());
-    if (!d) virResetLastError();
-    return DomainPtr(d);
-}
-
 std::string qemu_mark(const std::string& name) { return "guest=" + name + ","; }
 
 std::string qemu_pid_file(const std::string& root, const std::string& name) {

@@ -75,6 +75,5 @@ std::string qemu_pid_file(const std::string& root, const std::string& name);
 // -daemonize, whose processes libvirt waits for too, and an intermediate of
 // those would block a reaper that may only take QEMU's own processes.
 void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name);
-DomainPtr lookup_domain(virConnectPtr c, const std::string& name);  // null when absent
 
 }  // namespace svm

@@ -146,10 +146,9 @@ PciDevice read_pci_device(const SysfsRoot& root, const PciAddress& a) {
 namespace {
 
 // libpci reports fatal problems through a callback that must not return.
-// We turn them into svm::Error (libpci is C built with unwind tables).
-thread_local std::string g_pci_error;
-
-[[noreturn]] void pci_error_cb(char* msg, ...) {
+// We turn them into svm::Error (libpci is C built with unwind tables). The
+// GNU attribute, as in libpci's pointer type: clang refuses [[noreturn]] there.
+__attribute__((noreturn)) void pci_error_cb(char* msg, ...) {
     char buf[1024];
     va_list ap;
     va_start(ap, msg);

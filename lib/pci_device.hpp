@@ -35,9 +35,6 @@ struct PciDevice {
 
     std::string vendor_device() const;         // "10de:2335"
     std::string class_str() const;             // "0x030200"
-    bool is_bridge() const { return (class_code >> 16) == 0x06; }
-    bool is_display() const { return (class_code >> 16) == 0x03; }
-    bool is_network() const { return (class_code >> 16) == 0x02; }
     bool can_reset() const { return reset_known; }
     // "gpu", "infiniband", "ethernet", "network", "audio", "bridge", "other".
     std::string kind() const;
