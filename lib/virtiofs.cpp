@@ -30,9 +30,11 @@ constexpr int kSocketFd = 3;
 // directory's tree needs far more than the usual 1024.
 constexpr rlim_t kOpenFiles = 1 << 20;
 
+// QEMU's own virtiofsd (Debian 12: qemu-system-common), the one tested. The
+// Rust virtiofsd of Debian 13 and RHEL 9 (/usr/libexec/virtiofsd) takes other
+// options and treats a non-root uid differently: not used until it is tested.
 const char* const kKnownPaths[] = {
-    "/usr/libexec/virtiofsd",    // Debian 13+, RHEL family (the Rust virtiofsd)
-    "/usr/lib/qemu/virtiofsd",   // Debian 12 (QEMU's own)
+    "/usr/lib/qemu/virtiofsd",
 };
 
 UniqueFd listen_socket(const std::string& path, gid_t job_gid) {
@@ -146,9 +148,9 @@ std::string find_virtiofsd(const std::string& configured) {
     }
     for (const char* p : kKnownPaths)
         if (::access(p, X_OK) == 0) return p;
-    SVM_THROW("no virtiofsd on this node (looked for /usr/libexec/virtiofsd and /usr/lib/qemu/virtiofsd): install "
-              "it (Debian: qemu-system-common up to 12, virtiofsd from 13), set \"virtiofsd\", or set "
-              "\"shares_via\": \"9p\"");
+    SVM_THROW("no virtiofsd on this node (looked for QEMU's own, /usr/lib/qemu/virtiofsd; the Rust virtiofsd of "
+              "Debian 13 and RHEL 9 is not supported yet): install QEMU's (Debian 12: qemu-system-common), name it "
+              "with \"virtiofsd\", or set \"shares_via\": \"9p\"");
 }
 
 pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, int log_fd) {
