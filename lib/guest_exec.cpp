@@ -1,5 +1,6 @@
 #include "guest_exec.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 
@@ -73,6 +74,15 @@ std::string remote_shell_command(const GuestCommand& c) {
         exe += " \"$d/slurm-vm-job-script\"";
     }
     if (!exe.empty()) s += "chmod 700" + exe + " || exit 1; ";
+    if (!c.wait_for_peers.empty()) {
+        // In parallel, one login each with the guest's own SSH settings (the
+        // job's key, its guests' host keys), as mpirun will log in.
+        s += "for h in";
+        for (const auto& h : c.wait_for_peers) s += " " + shell_quote(h);
+        s += "; do (i=0; until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
+             "i=$((i+1)); [ $i -ge " + std::to_string(std::max(1, c.peer_wait_s)) +
+             " ] && { echo \"slurm-vm: guest $h does not accept logins\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
+    }
     if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";

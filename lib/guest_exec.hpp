@@ -21,6 +21,12 @@ struct GuestCommand {
     // The guest's loopback port forwarded to the batch step's srun relay
     // (lib/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
     int srun_port = 0;
+    // The job's other guests (hostnames): before the batch script runs, each
+    // must accept the job's SSH login (what mpirun needs), for at most
+    // peer_wait_s. A guest is ready when its own node's keeper says so; the
+    // others of a multi-node job may still be booting.
+    std::vector<std::string> wait_for_peers;
+    int peer_wait_s = 300;
 };
 
 // One line per guest of the job, "<guest> slots=<tasks on that node>", from

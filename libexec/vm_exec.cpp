@@ -223,6 +223,9 @@ int main(int argc, char** argv) {
         if (batch) {
             c.script_on_stdin = true;
             script = svm::read_file(argv0);
+            for (const auto& peer : p.peers)
+                if (peer.hostname != p.hostname && !peer.ip.empty()) c.wait_for_peers.push_back(peer.hostname);
+            c.peer_wait_s = p.boot_timeout_s;
         }
         // Our own path for the ProxyCommand: argv[0] as the plugin set it (an
         // absolute path; /proc/self/exe would say "(deleted)" after an upgrade).

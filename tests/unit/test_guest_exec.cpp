@@ -74,3 +74,36 @@ TEST_CASE("the batch script, srun and the MPI hostfile reach the task through on
     plain.argv = {"true"};
     CHECK(svm::remote_shell_command(plain) == "exec 'true'");
 }
+
+TEST_CASE("the batch script waits until the job's other guests accept logins", "[exec]") {
+    char t[] = "/tmp/svm-peers-XXXXXX";
+    REQUIRE(mkdtemp(t));
+    std::string d = t;
+    // A stand-in for ssh: host "late" accepts the third login, "never" none.
+    svm::write_file_atomic(d + "/ssh",
+                           "#!/bin/sh\nfor a; do case \"$a\" in late|never|early) h=$a ;; esac; done\n"
+                           "echo x >>\"" + d + "/tries.$h\"\n"
+                           "[ \"$h\" = early ] && exit 0\n"
+                           "[ \"$h\" = late ] && [ $(wc -l <\"" + d + "/tries.$h\") -ge 3 ] && exit 0\nexit 255\n",
+                           0755);
+    svm::GuestCommand c;
+    c.argv = {"/home/u/job.sh"};
+    c.script_on_stdin = true;
+    c.wait_for_peers = {"early", "late"};
+    c.peer_wait_s = 30;
+    svm::RunOptions o;
+    o.env = {"PATH=" + d + ":/usr/bin:/bin"};
+    o.stdin_data = "#!/bin/sh\necho \"script ran after $(cat " + d + "/tries.late | wc -l) tries\"\n";
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    CHECK(r.status == 0);
+    CHECK(r.out == "script ran after 3 tries\n");
+    CHECK(svm::read_file(d + "/tries.early") == "x\n");
+    // A guest that never answers: bounded, said, and the script still runs.
+    c.wait_for_peers = {"never"};
+    c.peer_wait_s = 2;
+    o.stdin_data = "#!/bin/sh\necho ran\n";
+    r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    CHECK(r.out == "ran\n");
+    CHECK(r.err.find("slurm-vm: guest never does not accept logins") != std::string::npos);
+    svm::remove_tree(d);
+}
