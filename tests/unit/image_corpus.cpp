@@ -26,7 +26,7 @@ void qemu_img(const std::vector<std::string>& args) {
     for (int attempt = 1;; ++attempt) {
         RunResult r = run(argv);
         if (r.ok()) return;
-        if (attempt < 6 && (r.err + r.out).find("accurate CPU usage") != std::string::npos) continue;
+        if (attempt < 20 && (r.err + r.out).find("accurate CPU usage") != std::string::npos) continue;
         run_checked(argv);  // throws with the message
         return;
     }
