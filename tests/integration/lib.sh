@@ -100,6 +100,21 @@ leftovers() {
     echo "${out# }"
 }
 
+# node_shares_9p NODE: gives NODE a configuration of its own (the cluster's,
+# with "shares_via": "9p"; the prolog wrapper picks etc/slurm-vm.NODE.json)
+# and prints its path; the caller removes it.
+node_shares_9p() {
+    local cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.$1.json"
+    python3 - "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$cfg.tmp" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["shares_via"] = "9p"
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+    mv "$cfg.tmp" "$cfg"
+    echo "$cfg"
+}
+
 # wait_output FILE PATTERN WHAT TIMEOUT: until PATTERN (grep) is in FILE.
 wait_output() {
     local end=$(( $(date +%s) + $4 ))

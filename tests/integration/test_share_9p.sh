@@ -5,17 +5,9 @@
 # as the user, and nothing is left.
 source "$(dirname "$0")/lib.sh"
 
-C="$SVM_CLUSTER_DIR"
-NODE_CFG="$C/etc/slurm-vm.node2.json"
-cleanup() { rm -f "$NODE_CFG"; }
-trap cleanup EXIT
-python3 - "$C/etc/slurm-vm.json" "$NODE_CFG" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["shares_via"] = "9p"
-json.dump(c, open(sys.argv[2] + ".tmp", "w"), indent=1)
-PY
-mv "$NODE_CFG.tmp" "$NODE_CFG"
+NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
+trap 'rm -f "$NODE_CFG"' EXIT
+node_shares_9p node2 >/dev/null
 
 wd="$(workdir)"
 echo "from the host" >"$wd/in.txt"

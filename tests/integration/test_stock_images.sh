@@ -69,13 +69,7 @@ done
 # The cloud kernel has no 9p: on a node set to 9p, one sentence, at boot.
 NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
 trap 'rm -f "$NODE_CFG"' EXIT
-python3 - "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$NODE_CFG" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["shares_via"] = "9p"
-json.dump(c, open(sys.argv[2] + ".tmp", "w"), indent=1)
-PY
-mv "$NODE_CFG.tmp" "$NODE_CFG"
+node_shares_9p node2 >/dev/null
 img="$(image_of cloud)"
 t0=$(date +%s)
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node2 --mem=1500 -t 15 --vm-image="$img" job.sh)"
