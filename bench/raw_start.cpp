@@ -30,6 +30,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -267,6 +268,8 @@ int main(int argc, char** argv) {
         ::unlink(sock.c_str());
         pid_t pid = ::fork();
         if (pid == 0) {
+            // Ends with this process however it ends (die() exits without unwinding).
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
             int null = ::open("/dev/null", O_RDWR);
             ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
             ::execl(virtiofsd_path.c_str(), "virtiofsd", ("--socket-path=" + sock).c_str(), "-o",
