@@ -1,5 +1,6 @@
 // slurm-vm doctor: is this node ready for VM jobs? One line per check, with
 // the fix for each failure; exit status 1 when any check fails.
+#include <slurm/slurm_version.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +25,15 @@ std::optional<DeviceConfig> load_admin_device_config(const std::string& explicit
 
 namespace {
 
+// The Slurm release this package was built against ("22.05"): the plugin
+// beside this command comes from the same build.
+const std::string kBuiltSlurmRelease = [] {
+    char b[16];
+    std::snprintf(b, sizeof b, "%u.%02u", SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+                  SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER));
+    return std::string(b);
+}();
+
 const char* kDoctorHelp =
     "usage: slurm-vm doctor [--root DIR] [--config FILE] [--json] [--skip CHECK[,CHECK...]]\n"
     "\n"
@@ -44,6 +54,8 @@ const char* kDoctorHelp =
     "  qemu                 a QEMU binary is installed (and the libvirt version)\n"
     "  slurm                the Slurm settings the plugin relies on (PrologFlags,\n"
     "                       process tracking, task plugin, prolog/epilog, plugstack)\n"
+    "                       and that the running Slurm is the release the plugin\n"
+    "                       was built against\n"
     "  network              the guests' bridge exists (in its network namespace);\n"
     "                       nft can hold the jobs' filters (network.isolate_jobs)\n"
     "\n"
@@ -120,7 +132,9 @@ int cmd_doctor(const Args& args) {
                 if (!ps.empty()) read_file_if_exists(ps, text);
             } catch (const Error&) {
             }
-            return check_slurm_config(r.out, text);
+            std::vector<CheckResult> out = check_slurm_config(r.out, text);
+            out.push_back(check_slurm_release(r.out, kBuiltSlurmRelease));
+            return out;
         };
     }
     {

@@ -81,6 +81,23 @@ std::vector<CheckResult> check_slurm_config(const std::string& t, const std::str
     return out;
 }
 
+CheckResult check_slurm_release(const std::string& t, const std::string& built) {
+    std::string running = slurm_config_value(t, "SLURM_VERSION");
+    // "24.11.5" -> "24.11"; a release name without a micro part is kept.
+    size_t second_dot = running.find('.', running.find('.') + 1);
+    std::string release = running.substr(0, second_dot);
+    if (running.empty())
+        return {"slurm-release", CheckStatus::warn, "Slurm did not say its version (no SLURM_VERSION)",
+                "run doctor where scontrol reaches slurmctld"};
+    if (release == built)
+        return {"slurm-release", CheckStatus::ok, "Slurm " + running + ", plugin built for " + built, ""};
+    return {"slurm-release", CheckStatus::fail,
+            "Slurm " + running + " runs here, but slurm-vm was built against Slurm " + built +
+                ": Slurm refuses to load the plugin (\"Incompatible plugin version\")",
+            "install the slurm-vm package built against Slurm " + release + " (rebuild it where that Slurm's "
+            "libslurm-dev is installed)"};
+}
+
 namespace {
 
 CheckResult result(std::string name, CheckStatus s, std::string msg, std::string fix = "") {

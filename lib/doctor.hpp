@@ -45,6 +45,10 @@ struct DoctorOptions {
 // and Epilog, a plugin stack); plugstack_text is that file's content ("" if
 // unreadable).
 std::vector<CheckResult> check_slurm_config(const std::string& show_config, const std::string& plugstack_text);
+// Whether the running Slurm (SLURM_VERSION in `scontrol show config`) is the
+// release ("major.minor", e.g. "24.11") the plugin was built against: Slurm
+// loads a plugin only from its own release ("Incompatible plugin version").
+CheckResult check_slurm_release(const std::string& show_config, const std::string& built_release);
 // "Key = value" of `scontrol show config` ("" when absent).
 std::string slurm_config_value(const std::string& show_config, const std::string& key);
 

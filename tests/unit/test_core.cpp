@@ -313,6 +313,20 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
 
 #include "doctor.hpp"
 
+TEST_CASE("doctor says when the running Slurm is not the plugin's release", "[core]") {
+    std::string cfg = "Configuration data as of now\nSLURM_VERSION           = 24.11.5\n";
+    CHECK(svm::check_slurm_release(cfg, "24.11").status == svm::CheckStatus::ok);
+    auto old = svm::check_slurm_release(cfg, "22.05");
+    CHECK(old.status == svm::CheckStatus::fail);
+    CHECK(old.message.find("24.11.5") != std::string::npos);
+    CHECK(old.message.find("22.05") != std::string::npos);
+    CHECK(old.fix.find("24.11") != std::string::npos);
+    // 24.1 is not 24.11, nor 22.05 22.5.
+    CHECK(svm::check_slurm_release("SLURM_VERSION = 24.1.0\n", "24.11").status == svm::CheckStatus::fail);
+    CHECK(svm::check_slurm_release("SLURM_VERSION = 22.05.8\n", "22.05").status == svm::CheckStatus::ok);
+    CHECK(svm::check_slurm_release("ClusterName = x\n", "22.05").status == svm::CheckStatus::warn);
+}
+
 TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
     std::string good = "Configuration data as of now\nPrologFlags             = Alloc,Contain\n"
                        "ProctrackType           = proctrack/cgroup\nTaskPlugin              = task/cgroup,task/affinity\n"
