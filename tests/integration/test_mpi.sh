@@ -9,6 +9,7 @@ wd="$(workdir)"
 cat >"$wd/allreduce.c" <<'C'
 #include <mpi.h>
 #include <stdio.h>
+#include <unistd.h>
 int main(int argc, char **argv) {
     int rank, size, sum = 0, factor = 0;
     char host[256];
