@@ -311,9 +311,10 @@ public:
         UniqueFd log(::open(p.share_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
         if (!log) SVM_THROW_ERRNO("open " + p.share_log());
         Credentials user = credentials_for(p.uid, p.gid);
+        VirtiofsdKind kind = virtiofsd_kind(p.virtiofsd);
         for (size_t i = 0; i < p.shares.size(); ++i) {
             VirtiofsdSpec s{p.virtiofsd, p.shares[i], virtiofsd_mark(p.job_id, i), p.uid, p.gid, user.groups,
-                            p.guest_gid};
+                            p.guest_gid, kind};
             pid_t pid = start_virtiofsd(s, p.share_socket(i), log.get());
             pids_.push_back(pid);
             write_file_atomic(p.share_pid_file(i), std::to_string(pid) + "\n", 0644);

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "proc.hpp"
 
 namespace svm {
 
@@ -30,11 +32,11 @@ constexpr int kSocketFd = 3;
 // directory's tree needs far more than the usual 1024.
 constexpr rlim_t kOpenFiles = 1 << 20;
 
-// QEMU's own virtiofsd (Debian 12: qemu-system-common), the one tested. The
-// Rust virtiofsd of Debian 13 and RHEL 9 (/usr/libexec/virtiofsd) takes other
-// options and treats a non-root uid differently: not used until it is tested.
+// QEMU's own virtiofsd (Debian 12: qemu-system-common), then the Rust one
+// (Debian 13 and RHEL 9: the package virtiofsd).
 const char* const kKnownPaths[] = {
     "/usr/lib/qemu/virtiofsd",
+    "/usr/libexec/virtiofsd",
 };
 
 UniqueFd listen_socket(const std::string& path, gid_t job_gid) {
@@ -97,7 +99,10 @@ struct ChildArgs {
     char c = 'u';
     if (::write(a.ready_w, &c, 1) != 1) child_fail("write");
     if (::read(a.mapped_r, &c, 1) != 1) _exit(127);  // the keeper gave up
-    if (::setresuid(s.uid, s.uid, s.uid) != 0) child_fail("setresuid");
+    // The user: uid U of the namespace (QEMU's virtiofsd), or its 0, which
+    // the map makes U outside (the Rust one must be the namespace's root).
+    uid_t inside = s.kind == VirtiofsdKind::rust ? 0 : s.uid;
+    if (::setresuid(inside, inside, inside) != 0) child_fail("setresuid");
     // Every capability of the namespace (only over what the user owns),
     // carried over exec as ambient ones; virtiofsd drops what it does not need.
     __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -110,8 +115,8 @@ struct ChildArgs {
     child_fail(s.binary.c_str());
 }
 
-void write_map(pid_t pid, const char* which, unsigned id) {
-    std::string line = std::to_string(id) + " " + std::to_string(id) + " 1\n";
+void write_map(pid_t pid, const char* which, unsigned inside, unsigned outside) {
+    std::string line = std::to_string(inside) + " " + std::to_string(outside) + " 1\n";
     std::string path = "/proc/" + std::to_string(pid) + "/" + which;
     UniqueFd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!f || ::write(f.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
@@ -127,6 +132,24 @@ std::string virtiofsd_mark(uint32_t job_id, size_t index) {
 std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s) {
     if (s.source.empty() || s.source[0] != '/' || s.source.find(',') != std::string::npos)
         SVM_THROW("cannot share \"" + s.source + "\" over virtio-fs (an absolute path without ',')");
+    if (s.kind == VirtiofsdKind::rust) {
+        std::string u = std::to_string(s.uid), g = std::to_string(s.gid);
+        return {s.mark, "--fd=" + std::to_string(kSocketFd), "--shared-dir=" + s.source,
+                // Its own mount, pid and network namespaces, pivoted into the share.
+                "--sandbox=namespace",
+                // As with QEMU's (cache=none) and the 9p mount.
+                "--cache=never",
+                // The guest's root is refused (it would otherwise pass as
+                // the namespace's 0, the user), as QEMU's virtiofsd refuses
+                // it; the guest user's uid and gid are the namespace's 0 (the
+                // user outside), both ways; every other id maps to nothing
+                // here: files of other owners show as the overflow id, and
+                // creating one as another owner fails.
+                "--translate-uid=forbid-guest:0:1", "--translate-gid=forbid-guest:0:1",
+                "--translate-uid=map:" + u + ":0:1", "--translate-gid=map:" + g + ":0:1",
+                // The limit set before exec (0: leave it).
+                "--rlimit-nofile=0", "--log-level=warn"};
+    }
     return {s.mark,
             "--fd=" + std::to_string(kSocketFd),
             "-o", "source=" + s.source,
@@ -140,6 +163,25 @@ std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s) {
             "--rlimit-nofile=0"};
 }
 
+VirtiofsdKind virtiofsd_kind_of_version(const std::string& out) {
+    std::string first = out.substr(0, out.find('\n'));
+    const std::string rust = "virtiofsd ";
+    if (first.compare(0, rust.size(), rust) == 0 && first.size() > rust.size() &&
+        std::isdigit(static_cast<unsigned char>(first[rust.size()])))
+        return VirtiofsdKind::rust;
+    if (first.rfind("virtiofsd version ", 0) == 0) return VirtiofsdKind::qemu;
+    SVM_THROW("cannot tell which virtiofsd this is from its --version (\"" + first +
+              "\"): QEMU's (\"virtiofsd version 7...\") and the Rust one (\"virtiofsd 1...\") are known");
+}
+
+VirtiofsdKind virtiofsd_kind(const std::string& binary) {
+    RunOptions o;
+    o.timeout_ms = 10000;
+    RunResult r = run({binary, "--version"}, o);
+    if (!r.ok()) SVM_THROW(binary + " --version failed: " + r.err);
+    return virtiofsd_kind_of_version(r.out.empty() ? r.err : r.out);
+}
+
 std::string find_virtiofsd(const std::string& configured) {
     if (!configured.empty()) {
         if (::access(configured.c_str(), X_OK) != 0)
@@ -148,9 +190,9 @@ std::string find_virtiofsd(const std::string& configured) {
     }
     for (const char* p : kKnownPaths)
         if (::access(p, X_OK) == 0) return p;
-    SVM_THROW("no virtiofsd on this node (looked for QEMU's own, /usr/lib/qemu/virtiofsd; the Rust virtiofsd of "
-              "Debian 13 and RHEL 9 is not supported yet): install QEMU's (Debian 12: qemu-system-common), name it "
-              "with \"virtiofsd\", or set \"shares_via\": \"9p\"");
+    SVM_THROW("no virtiofsd on this node (looked for QEMU's own, /usr/lib/qemu/virtiofsd, and the Rust one, "
+              "/usr/libexec/virtiofsd): install one (Debian 12: qemu-system-common; Debian 13 and RHEL 9: the "
+              "package virtiofsd), name it with \"virtiofsd\", or set \"shares_via\": \"9p\"");
 }
 
 pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, int log_fd) {
@@ -186,8 +228,9 @@ pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, in
         SVM_THROW("virtiofsd for " + s.source + " failed before it started (see its log)");
     }
     try {
-        write_map(pid, "uid_map", s.uid);
-        write_map(pid, "gid_map", s.gid);
+        bool rust = s.kind == VirtiofsdKind::rust;
+        write_map(pid, "uid_map", rust ? 0 : s.uid, s.uid);
+        write_map(pid, "gid_map", rust ? 0 : s.gid, s.gid);
     } catch (...) {
         reap();
         throw;

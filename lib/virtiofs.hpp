@@ -28,6 +28,13 @@
 
 namespace svm {
 
+// Which virtiofsd: QEMU's own (C; Debian 12's qemu-system-common) or the
+// Rust one (Debian 13's and RHEL 9's package "virtiofsd"). They take other
+// options, and the Rust one must run as (a namespace's) root: it is started
+// as uid 0 of a user namespace that maps 0 to the user, and translates the
+// guest user's uid to that 0 and back (see start_virtiofsd).
+enum class VirtiofsdKind { qemu, rust };
+
 struct VirtiofsdSpec {
     std::string binary;          // virtiofsd
     std::string source;          // the shared directory (the user's own)
@@ -36,7 +43,14 @@ struct VirtiofsdSpec {
     gid_t gid = 0;               // the user's primary group: the guest user's files get it
     std::vector<gid_t> groups;   // the user's supplementary groups
     gid_t job_gid = 0;           // the job's group: the socket's, for QEMU
+    VirtiofsdKind kind = VirtiofsdKind::qemu;
 };
+
+// The kind of the virtiofsd at `binary`, from its --version ("virtiofsd
+// version 7.2.x" is QEMU's, "virtiofsd 1.x" the Rust one); throws when it
+// does not run.
+VirtiofsdKind virtiofsd_kind(const std::string& binary);
+VirtiofsdKind virtiofsd_kind_of_version(const std::string& version_output);
 
 // The command line (argv[0] is the mark); the socket is descriptor 3.
 std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s);

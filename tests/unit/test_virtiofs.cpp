@@ -142,6 +142,31 @@ TEST_CASE("virtiofsd's command line: the share, its sandbox, the socket descript
     CHECK_THROWS_AS(svm::virtiofsd_argv(s), svm::Error);
 }
 
+TEST_CASE("the Rust virtiofsd: its options, the guest user as the namespace's root", "[virtiofs]") {
+    CHECK(svm::virtiofsd_kind_of_version("virtiofsd 1.13.2\n") == svm::VirtiofsdKind::rust);
+    CHECK(svm::virtiofsd_kind_of_version("virtiofsd version 7.2.22 (Debian 1:7.2+dfsg-7)\nCopyright\n") ==
+          svm::VirtiofsdKind::qemu);
+    CHECK_THROWS_WITH(svm::virtiofsd_kind_of_version("virtiofsd: unknown option\n"), Catch::Contains("cannot tell"));
+    svm::VirtiofsdSpec s;
+    s.source = "/home/alice";
+    s.mark = svm::virtiofsd_mark(42, 0);
+    s.uid = 2001;
+    s.gid = 3001;
+    s.kind = svm::VirtiofsdKind::rust;
+    auto a = svm::virtiofsd_argv(s);
+    auto has = [&](const char* x) { return std::find(a.begin(), a.end(), x) != a.end(); };
+    CHECK(a[0] == "slurm-vm-virtiofsd:job=42:share=0:");
+    CHECK(has("--fd=3"));
+    CHECK(has("--shared-dir=/home/alice"));
+    CHECK(has("--sandbox=namespace"));
+    CHECK(has("--cache=never"));
+    CHECK(has("--translate-uid=forbid-guest:0:1"));  // the guest's root: refused, as by QEMU's
+    CHECK(has("--translate-gid=forbid-guest:0:1"));
+    CHECK(has("--translate-uid=map:2001:0:1"));
+    CHECK(has("--translate-gid=map:3001:0:1"));
+    CHECK_FALSE(has("-o"));  // QEMU's compatibility options: deprecated there
+}
+
 TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the user's ptrace reach", "[virtiofs]") {
     if (::geteuid() != 0) FAIL("needs root (it starts virtiofsd as another user)");
     const uid_t uid = 65534;
@@ -151,7 +176,9 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     std::string share = d + "/share";
     REQUIRE(::mkdir(share.c_str(), 0700) == 0);
     REQUIRE(::chown(share.c_str(), uid, gid) == 0);
-    svm::VirtiofsdSpec s{svm::find_virtiofsd(""), share, svm::virtiofsd_mark(42, 0), uid, gid, {gid}, job_gid};
+    std::string binary = svm::find_virtiofsd("");
+    svm::VirtiofsdSpec s{binary, share, svm::virtiofsd_mark(42, 0), uid, gid, {gid}, job_gid,
+                         svm::virtiofsd_kind(binary)};
     svm::UniqueFd log(::open((d + "/log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     pid_t pid = svm::start_virtiofsd(s, d + "/s.sock", log.get());
     // Until it has exec'd, /proc shows the keeper's image.
