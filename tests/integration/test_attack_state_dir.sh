@@ -58,8 +58,8 @@ for f in "$img" "$VM_TEST_KERNEL" "$VM_TEST_INITRD"; do
 done
 grep -q '/dev/fdset/' <<<"$args" || fail "QEMU does not get the image as a descriptor"
 # QEMU's /dev is its own: only the devices a guest needs (a mount namespace).
-# (-r: QEMU's own root; where the cluster runs chrooted, as in the Debian 13
-# matrix, the namespace's root mount is not the root QEMU sees.)
+# (-r: QEMU's own root, which need not be its mount namespace's root, as in
+# a chroot.)
 qdev="$(nsenter -t "$q" -m -r ls /dev | tr '\n' ' ')"
 for e in $qdev; do
     case "$e" in full|kvm|null|ptmx|pts|random|shm|urandom|zero|vfio|hugepages|hugepages*|mqueue|net) ;;
@@ -70,8 +70,8 @@ done
     fail "QEMU shares the host's mount namespace"
 u "cat /proc/$q/environ" && fail "$SVM_USER read QEMU's environment"
 # Listing QEMU's descriptor numbers is the owner's; following one is not.
-# (Its end: where the cluster runs chrooted, as in the Debian 13 matrix, the
-# kernel shows a path outside our root from the root of QEMU's namespace.)
+# (By its end: in a chroot, the kernel shows a path outside the reader's root
+# from the root of QEMU's namespace.)
 ofd="$(find "/proc/$q/fd" -lname "*$ovl" -printf '%f\n' | head -n1)"
 [[ -n "$ofd" ]] || fail "QEMU of job $id holds no descriptor of its overlay"
 u "head -c1 /proc/$q/fd/$ofd" && fail "$SVM_USER opened the overlay through QEMU's descriptor $ofd"
