@@ -83,12 +83,11 @@ std::vector<CheckResult> check_slurm_config(const std::string& t, const std::str
 
 CheckResult check_slurm_release(const std::string& t, const std::string& built) {
     std::string running = slurm_config_value(t, "SLURM_VERSION");
-    // "24.11.5" -> "24.11"; a release name without a micro part is kept.
-    size_t second_dot = running.find('.', running.find('.') + 1);
-    std::string release = running.substr(0, second_dot);
     if (running.empty())
         return {"slurm-release", CheckStatus::warn, "Slurm did not say its version (no SLURM_VERSION)",
                 "run doctor where scontrol reaches slurmctld"};
+    // "24.11.5" -> "24.11"; a release name without a micro part is kept.
+    std::string release = running.substr(0, running.find('.', running.find('.') + 1));
     if (release == built)
         return {"slurm-release", CheckStatus::ok, "Slurm " + running + ", plugin built for " + built, ""};
     return {"slurm-release", CheckStatus::fail,

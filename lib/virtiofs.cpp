@@ -55,6 +55,11 @@ UniqueFd listen_socket(const std::string& path, gid_t job_gid) {
     return fd;
 }
 
+// A user or group id as virtiofsd's user namespace names it: the same id for
+// QEMU's virtiofsd, 0 for the Rust one (which must be the namespace's root);
+// the map makes either the user's id outside.
+unsigned namespace_id(const VirtiofsdSpec& s, unsigned id) { return s.kind == VirtiofsdKind::rust ? 0 : id; }
+
 // In the child, between fork and exec: system calls only.
 [[noreturn]] void child_fail(const char* what) {
     char buf[256];
@@ -99,9 +104,7 @@ struct ChildArgs {
     char c = 'u';
     if (::write(a.ready_w, &c, 1) != 1) child_fail("write");
     if (::read(a.mapped_r, &c, 1) != 1) _exit(127);  // the keeper gave up
-    // The user: uid U of the namespace (QEMU's virtiofsd), or its 0, which
-    // the map makes U outside (the Rust one must be the namespace's root).
-    uid_t inside = s.kind == VirtiofsdKind::rust ? 0 : s.uid;
+    uid_t inside = namespace_id(s, s.uid);
     if (::setresuid(inside, inside, inside) != 0) child_fail("setresuid");
     // Every capability of the namespace (only over what the user owns),
     // carried over exec as ambient ones; virtiofsd drops what it does not need.
@@ -228,9 +231,8 @@ pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, in
         SVM_THROW("virtiofsd for " + s.source + " failed before it started (see its log)");
     }
     try {
-        bool rust = s.kind == VirtiofsdKind::rust;
-        write_map(pid, "uid_map", rust ? 0 : s.uid, s.uid);
-        write_map(pid, "gid_map", rust ? 0 : s.gid, s.gid);
+        write_map(pid, "uid_map", namespace_id(s, s.uid), s.uid);
+        write_map(pid, "gid_map", namespace_id(s, s.gid), s.gid);
     } catch (...) {
         reap();
         throw;
