@@ -12,5 +12,7 @@ int cmd_inventory(const Args& args);
 int cmd_doctor(const Args& args);
 int cmd_status(const Args& args);
 int cmd_sweep(const Args& args);
+int cmd_images(const Args& args);
+int cmd_console(const Args& args);
 
 }  // namespace svm::admin

@@ -1,4 +1,4 @@
-// slurm-vm: the admin command (inventory, doctor, status, sweep).
+// slurm-vm: the admin command (inventory, doctor, status, sweep, images, console).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -16,6 +16,8 @@ const char* kUsage =
     "  doctor      check this node's readiness for VM jobs, with the fix for each failure\n"
     "  status      show the VM jobs on this node: guests, devices, ledger state\n"
     "  sweep       find and repair leftovers of jobs that no longer exist\n"
+    "  images      list the site's images (--vm-image=NAME) and its VM partitions\n"
+    "  console     show the serial console of a job's guest (root and the job's owner)\n"
     "\n"
     "Run 'slurm-vm COMMAND --help' for the options of a command.\n";
 
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
         if (cmd == "doctor") return svm::admin::cmd_doctor(args);
         if (cmd == "status") return svm::admin::cmd_status(args);
         if (cmd == "sweep") return svm::admin::cmd_sweep(args);
+        if (cmd == "images") return svm::admin::cmd_images(args);
+        if (cmd == "console") return svm::admin::cmd_console(args);
     } catch (const svm::Error& e) {
         std::fprintf(stderr, "slurm-vm %s: %s\n", cmd.c_str(), e.chain().c_str());
         return 1;

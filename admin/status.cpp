@@ -13,6 +13,7 @@
 #include "fs.hpp"
 #include "job_plan.hpp"
 #include "ledger.hpp"
+#include "oci_image.hpp"
 #include "log.hpp"
 #include "proc.hpp"
 #include "squeue_ids.hpp"
@@ -216,6 +217,16 @@ int cmd_sweep(const Args& args) {
         } catch (const Error& e) {
             rc = 1;
             std::fprintf(stderr, "%s: log files: %s\n", node.c_str(), e.chain().c_str());
+        }
+        // The registry image cache, down to its bound (entries a job of the
+        // node boots from stay).
+        try {
+            if (!a.dry_run && path_exists(c.oci.cache_dir))
+                for (const auto& d : prune_oci_cache(c.oci.cache_dir, c.oci.cache_max_bytes, oci_entries_in_use(c)))
+                    std::printf("%s: registry cache: removed %s (least recently used)\n", node.c_str(), d.c_str());
+        } catch (const Error& e) {
+            rc = 1;
+            std::fprintf(stderr, "%s: registry cache: %s\n", node.c_str(), e.chain().c_str());
         }
     }
     return rc;

@@ -20,6 +20,7 @@
 #include "log.hpp"
 #include "node_drain.hpp"
 #include "vm_job.hpp"
+#include "vm_save.hpp"
 
 namespace {
 
@@ -55,6 +56,33 @@ void keep_what_failed(const svm::NodeConfig& cfg, uint32_t job) {
     }
 }
 
+// --vm-save: the head guest's disk becomes the user's new image, before the
+// teardown removes the overlay. A failure is the user's (a path they cannot
+// write any more, a full disk): logged, and told to the user in
+// slurm-<jobid>.vm-save.txt in the job's directory (the job's record no longer
+// takes updates once the job ended); never a reason to drain the node.
+void save_if_asked(const svm::NodeConfig& cfg, uint32_t job) {
+    std::string plan_file = svm::path_join(cfg.job_dir(job), "plan.json");
+    if (!svm::path_exists(plan_file)) return;
+    svm::JobPlan p;
+    try {
+        p = svm::load_plan(plan_file);
+    } catch (const svm::Error&) {
+        return;
+    }
+    if (p.save_path.empty() || p.job_id != job) return;
+    try {
+        svm::save_guest_disk(p, cfg.qemu_img);
+    } catch (const svm::Error& e) {
+        svm::log::warn(e.chain());
+        try {
+            svm::write_save_note(p, e.reason());
+        } catch (const svm::Error& n) {
+            svm::log::warn(n.chain());
+        }
+    }
+}
+
 int run(const std::string& config) {
     svm::log::Setup ls;
     ls.program = "slurm-vm-epilog";
@@ -80,6 +108,7 @@ int run(const std::string& config) {
             svm::log::add_job_file(cfg.log_dir);
             svm::log::debug("epilog started");
             keep_what_failed(cfg, job);
+            save_if_asked(cfg, job);
         }
         auto failures = svm::teardown_job(cfg, job);
         if (failures.empty()) {

@@ -46,8 +46,7 @@ std::string NodeConfig::lease_dir() const {
     // is per node, so they live beside it.
     auto pos = state_dir.rfind('/');
     std::string parent = (pos == std::string::npos || pos == 0) ? "/run" : state_dir.substr(0, pos);
-    if (network.netns.empty() && network.bridge.empty()) return path_join(state_dir, "leases");
-    return path_join(parent, "leases-" + (network.bridge.empty() ? std::string("none") : network.bridge));
+    return path_join(parent, "leases-" + (network.prefix.empty() ? std::string("none") : std::string("segment")));
 }
 
 static void reject_unknown(const json_t* obj, const std::set<std::string>& known, const std::string& where) {
@@ -57,6 +56,47 @@ static void reject_unknown(const json_t* obj, const std::set<std::string>& known
         (void)v;
         if (!known.count(key)) SVM_THROW(where + ": unknown key \"" + key + "\"");
     }
+}
+
+static NetworkConfig parse_network(const json_t* n, const std::string& node_name) {
+    if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
+    for (const char* gone : {"bridge", "gateway", "isolate_jobs"})
+        if (json_object_get(n, gone))
+            SVM_THROW(std::string("network.") + gone + " is gone: every job gets a network segment of its own "
+                      "(network.prefix, network.underlay; see the README)");
+    reject_unknown(n, {"netns", "prefix", "underlay", "vxlan_port", "mtu", "fabric", "fabric_prefix"}, "network");
+    NetworkConfig net;
+    net.netns = expand_node(json_get_string(n, "netns").value_or(""), node_name);
+    net.prefix = json_get_string(n, "prefix").value_or("");
+    if (!net.prefix.empty()) segment_address(net.prefix, 0);  // validates it
+    if (const json_t* u = json_object_get(n, "underlay"); u && json_is_object(u)) {
+        const char* k;
+        json_t* v;
+        json_object_foreach(const_cast<json_t*>(u), k, v) {
+            if (!json_is_string(v)) SVM_THROW("network.underlay." + std::string(k) + " must be an IPv4 address");
+            net.underlay_hosts[k] = json_string_value(v);
+        }
+    } else if (u) {
+        if (!json_is_string(u)) SVM_THROW("network.underlay must be a name template or an object of addresses");
+        net.underlay = json_string_value(u);
+    }
+    net.vxlan_port = static_cast<int>(json_get_int(n, "vxlan_port").value_or(4789));
+    if (net.vxlan_port < 1 || net.vxlan_port > 65535) SVM_THROW("network.vxlan_port must be a UDP port");
+    net.mtu = static_cast<int>(json_get_int(n, "mtu").value_or(1450));
+    if (net.mtu < 576 || net.mtu > 9000) SVM_THROW("network.mtu must be between 576 and 9000");
+    net.fabric = json_get_string(n, "fabric").value_or("segment");
+    if (net.fabric == "bridge") net.fabric = "segment";  // its former name
+    net.fabric_prefix = json_get_string(n, "fabric_prefix").value_or("");
+    if (net.fabric != "segment" && net.fabric != "ipoib")
+        SVM_THROW("network.fabric must be \"segment\" or \"ipoib\", not \"" + net.fabric + "\"");
+    if (net.fabric == "ipoib") {
+        if (net.fabric_prefix.empty())
+            SVM_THROW("network.fabric \"ipoib\" needs network.fabric_prefix (an IPv4 /16 for the IPoIB addresses)");
+        fabric_address(net.fabric_prefix, 1, 0);  // validates it
+        if (net.prefix.empty())
+            SVM_THROW("network.fabric \"ipoib\" needs network.prefix too: the host reaches each guest's SSH over it");
+    }
+    return net;
 }
 
 NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown) {
@@ -70,7 +110,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
                        {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
                         "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
                         "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "overlay_dir", "share_roots", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares", "shares_via", "virtiofsd",
-                        "devices", "$schema", "comment"},
+                        "devices", "images", "partitions", "oci", "$schema", "comment"},
                        "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
         if (auto v = json_get_string(root.get(), "libexec_dir")) c.libexec_dir = *v;
@@ -127,29 +167,25 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             if (d.empty() || d[0] != '/') SVM_THROW("\"share_roots\" entries must be absolute paths");
         if (auto v = json_get_int(root.get(), "max_image_virtual_size_gib"))
             c.max_image_virtual_size = static_cast<uint64_t>(*v) << 30;
-        if (json_t* n = json_object_get(root.get(), "network")) {
-            if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
-            reject_unknown(n, {"bridge", "netns", "prefix", "gateway", "isolate_jobs", "fabric", "fabric_prefix"}, "network");
-            c.network.bridge = json_get_string(n, "bridge").value_or("");
-            c.network.netns = json_get_string(n, "netns").value_or("");
-            c.network.prefix = json_get_string(n, "prefix").value_or("");
-            c.network.gateway = json_get_string(n, "gateway").value_or("");
-            c.network.isolate_jobs = json_get_bool(n, "isolate_jobs").value_or(true);
-            c.network.fabric = json_get_string(n, "fabric").value_or("bridge");
-            c.network.fabric_prefix = json_get_string(n, "fabric_prefix").value_or("");
-            if (c.network.fabric != "bridge" && c.network.fabric != "ipoib")
-                SVM_THROW("network.fabric must be \"bridge\" or \"ipoib\", not \"" + c.network.fabric + "\"");
-            if (c.network.fabric == "ipoib") {
-                if (c.network.fabric_prefix.empty())
-                    SVM_THROW("network.fabric \"ipoib\" needs network.fabric_prefix (an IPv4 /16 for the IPoIB addresses)");
-                guest_address(c.network.fabric_prefix, 1, 0);  // validates it
-                if (c.network.bridge.empty())
-                    SVM_THROW("network.fabric \"ipoib\" needs network.bridge too: the host reaches each guest's SSH over it");
-            }
-            if (!c.network.bridge.empty() && c.network.prefix.empty())
-                SVM_THROW("\"network.prefix\" is required when \"network.bridge\" is set");
-        }
+        if (json_t* n = json_object_get(root.get(), "network")) c.network = parse_network(n, node_name);
         if (json_t* d = json_object_get(root.get(), "devices")) c.devices = json_ref(d);
+        c.oci.cache_dir = expand_node(c.oci.cache_dir, node_name);
+        if (json_t* o = json_object_get(root.get(), "oci")) {
+            if (!json_is_object(o)) SVM_THROW("\"oci\" must be an object");
+            reject_unknown(o, {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "comment"}, "oci");
+            if (auto v = json_get_string(o, "skopeo")) c.oci.skopeo = *v;
+            if (auto v = json_get_string(o, "cache_dir")) c.oci.cache_dir = expand_node(*v, node_name);
+            if (auto v = json_get_int(o, "cache_max_gib")) {
+                if (*v < 0) SVM_THROW("oci.cache_max_gib must be 0 (keep only what jobs use) or more");
+                c.oci.cache_max_bytes = static_cast<uint64_t>(*v) << 30;
+            }
+            c.oci.insecure_registries = json_get_string_array(o, "insecure_registries");
+            if (auto v = json_get_int(o, "timeout_s")) c.oci.timeout_s = static_cast<int>(*v);
+            if (c.oci.timeout_s < 10) SVM_THROW("oci.timeout_s must be at least 10");
+            if (c.oci.skopeo.empty() || c.oci.skopeo[0] != '/') SVM_THROW("oci.skopeo must be an absolute path");
+            if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/') SVM_THROW("oci.cache_dir must be an absolute path");
+        }
+        c.site = parse_site_catalogue(json_object_get(root.get(), "images"), json_object_get(root.get(), "partitions"));
     } catch (Error& e) {
         SVM_CONTEXT(e, shown);
         throw;

@@ -5,26 +5,32 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "json.hpp"
+#include "oci_image.hpp"
+#include "site_catalogue.hpp"
 
 namespace svm {
 
 struct NetworkConfig {
-    std::string bridge;    // host bridge the guests' NICs attach to; empty = no network
-    std::string netns;     // network namespace holding the bridge; empty = the host's
-    std::string prefix;    // IPv4 /16 the guests' addresses come from, e.g. "10.213.0.0/16"
-    std::string gateway;   // optional default route for guests
-    // Filter what each guest sends into the bridge so that it reaches only
-    // its own job's guests (lib/guest_net.hpp, nftables). Off only for a
-    // bridge no other job's guests share.
-    bool isolate_jobs = true;
-    // Where the job's own traffic between guests goes: "bridge" (the NIC
+    // Each job gets a segment of its own (lib/guest_net.hpp): a namespace per
+    // job and node with a bridge and a VXLAN device whose peers are the job's
+    // other nodes. Empty prefix = no guest network.
+    std::string prefix;    // IPv4 /16 of every job's segment, e.g. "10.213.0.0/16"
+    std::string netns;     // namespace of the node's underlay (VXLAN sockets); "" = the host's; %n expands
+    // Every node's underlay address: a name template resolved with the
+    // system resolver ("%n", "%n-mgmt", or an address), or an explicit map.
+    std::string underlay = "%n";
+    std::map<std::string, std::string> underlay_hosts;
+    int vxlan_port = 4789;
+    int mtu = 1450;  // the guests' MTU (underlay MTU less VXLAN's 50 bytes)
+    // Where the job's own traffic between guests goes: "segment" (the NIC
     // above) or "ipoib" (IPoIB on the job's InfiniBand VF, addresses from
-    // fabric_prefix; the bridge then only carries the host's SSH to the guest).
-    std::string fabric = "bridge";
+    // fabric_prefix; the segment then only carries the host's SSH to the guest).
+    std::string fabric = "segment";
     std::string fabric_prefix;  // IPv4 /16, for "ipoib"
 };
 
@@ -87,6 +93,12 @@ struct NodeConfig {
     std::string shares_via = "virtiofs";
     std::string virtiofsd;  // its path; empty: the first of the usual places
     Json devices;                  // the "devices" object (device layer), may be null
+    // The site's images (--vm-image=NAME) and the partitions that run jobs in
+    // a VM by default or always ("images", "partitions"; site_catalogue.hpp).
+    SiteCatalogue site;
+    // Registry images (--vm-image=docker://...): skopeo, the per-node cache
+    // ("%n" = the node) and its bound, registries reached over plain HTTP.
+    OciSettings oci;
 
     std::string job_dir(uint32_t job_id) const;
     gid_t job_gid(uint32_t job_id) const;  // the job's guest group (see job_gid_base)

@@ -47,7 +47,11 @@ std::vector<CheckResult> check_slurm_config(const std::string& t, const std::str
         return l.find("," + item + ",") != std::string::npos;
     };
     std::string pf = slurm_config_value(t, "PrologFlags");
-    if (has(pf, "Alloc") && has(pf, "Contain"))
+    if (has(pf, "RunInJob"))
+        out.push_back({"slurm-prologflags", CheckStatus::fail, "PrologFlags=" + pf,
+                       "remove RunInJob from PrologFlags in slurm.conf (keep Alloc,Contain): with it no guest starts "
+                       "(tried with Slurm 24.11)"});
+    else if (has(pf, "Alloc") && has(pf, "Contain"))
         out.push_back({"slurm-prologflags", CheckStatus::ok, "PrologFlags=" + pf, ""});
     else
         out.push_back({"slurm-prologflags", CheckStatus::fail, "PrologFlags=" + (pf.empty() ? "(none)" : pf),
@@ -268,42 +272,33 @@ bool skipped(const DoctorOptions& opts, const std::string& name) {
 }  // namespace
 
 std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
-    if (net.bridge.empty())
-        return {result("network", CheckStatus::warn, "no guest network configured (network.bridge): guests are unreachable",
-                       "set network.bridge and network.prefix in the node configuration")};
-    std::vector<std::string> in_ns;
-    if (!net.netns.empty()) in_ns = {"ip", "netns", "exec", net.netns};
+    if (net.prefix.empty())
+        return {result("network", CheckStatus::warn, "no guest network configured (network.prefix): guests are unreachable",
+                       "set network.prefix (and network.underlay) in the node configuration")};
     RunOptions o;
     o.timeout_ms = 20000;
     o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     std::vector<CheckResult> out;
-    std::string where = net.netns.empty() ? "" : " in network namespace " + net.netns;
-    std::vector<std::string> show = in_ns;
-    for (const char* a : {"ip", "-o", "link", "show", "dev"}) show.push_back(a);
-    show.push_back(net.bridge);
-    RunResult b = run(show, o);
-    if (!b.ok() || b.out.find(net.bridge) == std::string::npos)
-        out.push_back(result("network bridge", CheckStatus::fail, "bridge " + net.bridge + " not found" + where,
-                             "create it (ip link add " + net.bridge + " type bridge) with the uplink the guests share"));
+    if (!net.netns.empty() && !path_exists("/run/netns/" + net.netns))
+        out.push_back(result("network underlay", CheckStatus::fail, "underlay network namespace " + net.netns + " not found",
+                             "create it (ip netns add " + net.netns + ") with the node's underlay address, or leave "
+                             "network.netns unset to use the host's"));
     else
-        out.push_back(result("network bridge", CheckStatus::ok, "bridge " + net.bridge + where));
-    if (net.isolate_jobs) {
-        std::vector<std::string> nft = in_ns;
-        for (const char* a : {"nft", "list", "tables", "bridge"}) nft.push_back(a);
-        RunResult n = run(nft, o);
-        if (!n.ok())
-            out.push_back(result("network isolation", CheckStatus::fail,
-                                 "nft cannot list bridge tables" + where + ": " + trim(n.err + n.out),
-                                 "install nftables (and the kernel's nf_tables bridge support), or set "
-                                 "network.isolate_jobs to false where no two jobs share the bridge"));
-        else
-            out.push_back(result("network isolation", CheckStatus::ok,
-                                 "nft works" + where + "; jobs' filters installed now: " +
-                                     std::to_string(std::count(n.out.begin(), n.out.end(), '\n'))));
-    } else {
-        out.push_back(result("network isolation", CheckStatus::warn, "network.isolate_jobs is off: jobs' guests can reach each other",
-                             "turn it on unless no two jobs ever share the bridge"));
-    }
+        out.push_back(result("network underlay", CheckStatus::ok,
+                             "VXLAN sockets in " + (net.netns.empty() ? std::string("the host's namespace") : net.netns) +
+                                 ", UDP port " + std::to_string(net.vxlan_port)));
+    RunResult n = run({"nft", "list", "tables", "bridge"}, o);
+    if (!n.ok())
+        out.push_back(result("network guard", CheckStatus::fail, "nft cannot list bridge tables: " + trim(n.err + n.out),
+                             "install nftables (and the kernel's nf_tables bridge support): each guest's tap is "
+                             "held to its own MAC and address with it"));
+    else
+        out.push_back(result("network guard", CheckStatus::ok, "nft works (bridge family)"));
+    size_t segments = 0;
+    for (const auto& e : list_dir("/run/netns"))
+        if (e.rfind("svmj", 0) == 0) ++segments;
+    out.push_back(result("network segments", CheckStatus::ok,
+                         "jobs' segments on this node now: " + std::to_string(segments)));
     if (net.fabric == "ipoib")
         out.push_back(result("network fabric", CheckStatus::ok,
                              "jobs' traffic over IPoIB on their VFs, addresses from " + net.fabric_prefix +

@@ -52,8 +52,8 @@ CheckResult check_slurm_release(const std::string& show_config, const std::strin
 // "Key = value" of `scontrol show config` ("" when absent).
 std::string slurm_config_value(const std::string& show_config, const std::string& key);
 
-// The guests' bridge exists (in its network namespace), and nft can hold the
-// jobs' filters when isolate_jobs is on; the fabric's settings are coherent.
+// The guests' network: the underlay namespace exists, nft works (the
+// guests' guards), the jobs' segments now; the fabric's settings are coherent.
 std::vector<CheckResult> check_guest_network(const NetworkConfig& net);
 
 // Each job's guest gets the KVM device through an ACL entry for its group:

@@ -205,6 +205,7 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <source bridge='" + e(s.bridge) + "'/>\n";
         if (!s.mac.empty()) x += "      <mac address='" + e(s.mac) + "'/>\n";
         if (!s.tap.empty()) x += "      <target dev='" + e(s.tap) + "'/>\n";
+        if (s.mtu > 0) x += "      <mtu size='" + std::to_string(s.mtu) + "'/>\n";
         x += "      <model type='virtio'/>\n";
         x += "    </interface>\n";
     }

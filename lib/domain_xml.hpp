@@ -37,6 +37,7 @@ struct DomainSpec {
     std::string seed;                // NoCloud seed ISO (vdb, read-only)
     std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
     std::string bridge, mac;         // NIC on this bridge when set
+    int mtu = 0;                     // the NIC's MTU (0: the default)
     std::string tap;                 // host tap name (unique on the host; libvirt's
                                      // own vnetN choice races between embedded drivers)
     std::string console_log;         // serial console written to this file

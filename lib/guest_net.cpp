@@ -1,10 +1,12 @@
 #include "guest_net.hpp"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
-#include <cerrno>
 #include <cstdio>
 
 #include "error.hpp"
@@ -13,123 +15,223 @@
 
 namespace svm {
 
-GuestAddress guest_address(const std::string& prefix, uint32_t job_id, int node_index) {
+namespace {
+
+// A.B of an IPv4 /16 prefix.
+std::pair<unsigned, unsigned> parse_16(const std::string& prefix) {
     unsigned a, b, c, d, len;
     if (std::sscanf(prefix.c_str(), "%u.%u.%u.%u/%u", &a, &b, &c, &d, &len) != 5 || a > 255 || b > 255 || len != 16)
         SVM_THROW("network prefix \"" + prefix + "\" must be an IPv4 /16 such as 10.213.0.0/16");
-    if (node_index < 0 || node_index > 240) SVM_THROW("a VM job may span at most 241 nodes");
-    unsigned third = job_id % 254 + 1, fourth = static_cast<unsigned>(node_index) + 10;
-    GuestAddress g;
-    g.ip = std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(third) + "." + std::to_string(fourth);
-    char mac[32];
-    std::snprintf(mac, sizeof mac, "52:54:%02x:%02x:%02x:%02x", a, b, third, fourth);
-    g.mac = mac;
-    g.prefix_len = 16;
-    return g;
+    return {a, b};
 }
 
-std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner,
-                       std::string* held_by) {
-    mkdir_p(dir, 0755);
-    std::string f = path_join(dir, ip);
-    int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        if (errno == EEXIST) {
-            std::string holder;
-            read_file_if_exists(f, holder);
-            if (trim(holder) == owner) return f;  // ours already (prolog re-run)
-            if (held_by) {
-                *held_by = trim(holder);
-                return "";
-            }
-            SVM_THROW("guest address " + ip + " is still held by " + trim(holder));
-        }
-        SVM_THROW_ERRNO("create lease " + f);
-    }
-    UniqueFd g(fd);
-    std::string s = owner + "\n";
-    if (::write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) SVM_THROW_ERRNO("write lease " + f);
-    ::fsync(fd);
-    return f;
+std::string dotted(unsigned a, unsigned b, unsigned c, unsigned d) {
+    return std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(c) + "." + std::to_string(d);
 }
 
-void release_lease(const std::string& lease_file, const std::string& owner) {
-    std::string holder;
-    if (!read_file_if_exists(lease_file, holder)) return;
-    if (trim(holder) != owner) return;  // someone else's now: leave it
-    remove_tree(lease_file);
-}
-
-std::string guest_tap_name(uint32_t job_id, int node_index) {
-    char tap[32];
-    std::snprintf(tap, sizeof tap, "svm%xn%d", job_id, node_index);  // <= 15 chars (IFNAMSIZ) for index < 1000
-    return tap;
-}
-
-std::string guest_tap_pattern(uint32_t job_id) {
-    char p[32];
-    std::snprintf(p, sizeof p, "svm%xn*", job_id);
-    return p;
-}
-
-JobFilter job_filter(const std::string& prefix, uint32_t job_id, const std::string& gateway) {
-    GuestAddress first = guest_address(prefix, job_id, 0);  // validates the prefix
-    std::string net16 = prefix;
-    std::string job24 = first.ip.substr(0, first.ip.rfind('.')) + ".0/24";
-    std::string allowed = "{ " + job24 + (gateway.empty() ? "" : ", " + gateway) + " }";
-    JobFilter f;
-    f.table = "svm_job_" + std::to_string(job_id);
-    std::string t = "bridge " + f.table;
-    // `add table` + `delete table` + full definition: re-running replaces it
-    // (the prolog run again, or the job's other nodes on the same host).
-    f.rules = "add table " + t + "\n"
-              "delete table " + t + "\n"
-              "table " + t + " {\n"
-              "  chain forward {\n"
-              "    type filter hook forward priority 0; policy accept;\n"
-              "    iifname != \"" + guest_tap_pattern(job_id) + "\" accept\n"
-              "    ether type != { ip, arp } drop\n"
-              "    ether type ip ip saddr != " + job24 + " drop\n"
-              "    ether type ip ip daddr " + net16 + " ip daddr != " + allowed + " drop\n"
-              "    ether type arp arp saddr ip != { 0.0.0.0, " + job24 + " } drop\n"
-              "    ether type arp arp daddr ip " + net16 + " arp daddr ip != " + allowed + " drop\n"
-              "  }\n"
-              "}\n";
-    return f;
-}
-
-namespace {
-
-RunResult nft(const std::string& netns, const std::vector<std::string>& args, const std::string& input = "") {
-    std::vector<std::string> argv;
-    if (!netns.empty()) argv = {"ip", "netns", "exec", netns};
-    argv.push_back("nft");
-    argv.insert(argv.end(), args.begin(), args.end());
+RunResult run_in(const std::string& netns, std::vector<std::string> argv, const std::string& input = "") {
+    if (!netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns});
     RunOptions o;
     o.stdin_data = input;
-    o.timeout_ms = 20000;
+    o.timeout_ms = 60000;
     o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     return run(argv, o);
 }
 
-}  // namespace
-
-void install_job_filter(const std::string& netns, const JobFilter& f) {
-    RunResult r = nft(netns, {"-f", "-"}, f.rules);
-    if (!r.ok())
-        SVM_THROW("cannot install the job's network filter (nft table bridge " + f.table +
-                  (netns.empty() ? "" : " in netns " + netns) + "): " + trim(r.err + r.out) +
-                  " (is nftables installed, with bridge filtering in the kernel?)");
+void run_in_checked(const std::string& netns, const std::vector<std::string>& argv, const std::string& what,
+                    const std::string& input = "") {
+    RunResult r = run_in(netns, argv, input);
+    if (!r.ok()) SVM_THROW(what + (netns.empty() ? "" : " (network namespace " + netns + ")") + ": " + trim(r.err + r.out));
 }
 
-void remove_job_filter(const std::string& netns, const std::string& table) {
-    if (table.rfind("svm_job_", 0) != 0) SVM_THROW("not a job filter table: " + table);
-    RunResult r = nft(netns, {"delete", "table", "bridge", table});
-    if (r.ok()) return;
-    // Gone already (epilog run twice, or another node of the job on this host).
-    RunResult l = nft(netns, {"list", "table", "bridge", table});
-    if (!l.ok()) return;
-    SVM_THROW("cannot delete nft table bridge " + table + ": " + trim(r.err + r.out));
+bool netns_exists(const std::string& name) { return path_exists("/run/netns/" + name); }
+
+// The host sides that talk to each other: every node with the head node
+// (index 0), where the job's VM record is collected.
+bool relay_peer(const JobSegment& s, size_t i) { return s.node_index == 0 || i == 0; }
+
+}  // namespace
+
+GuestAddress segment_address(const std::string& prefix, int node_index) {
+    auto [a, b] = parse_16(prefix);
+    if (node_index < 0 || node_index >= kMaxSegmentGuests)
+        SVM_THROW("a VM job may span at most " + std::to_string(kMaxSegmentGuests) + " nodes");
+    unsigned off = static_cast<unsigned>(node_index) + 10;
+    GuestAddress g;
+    g.ip = dotted(a, b, off >> 8, off & 255);
+    char mac[32];
+    std::snprintf(mac, sizeof mac, "52:54:00:%02x:%02x:%02x", (off >> 16) & 255, (off >> 8) & 255, off & 255);
+    g.mac = mac;
+    return g;
+}
+
+GuestAddress segment_host_side(int node_index) {
+    GuestAddress g = segment_address("169.254.0.0/16", node_index);
+    g.mac[7] = '1';  // 52:54:01:...
+    return g;
+}
+
+std::string segment_host_ip(const std::string& prefix) {
+    auto [a, b] = parse_16(prefix);
+    return dotted(a, b, 255, 254);
+}
+
+GuestAddress fabric_address(const std::string& prefix, uint32_t job_id, int node_index) {
+    auto [a, b] = parse_16(prefix);
+    if (node_index < 0 || node_index > 240) SVM_THROW("a VM job over IPoIB may span at most 241 nodes");
+    unsigned third = job_id % 254 + 1, fourth = static_cast<unsigned>(node_index) + 10;
+    GuestAddress g;
+    g.ip = dotted(a, b, third, fourth);
+    char mac[32];
+    std::snprintf(mac, sizeof mac, "52:54:%02x:%02x:%02x:%02x", a, b, third, fourth);
+    g.mac = mac;
+    return g;
+}
+
+uint32_t job_vni(uint32_t job_id) { return (job_id == 0 ? 0 : (job_id - 1) % 0xffffffu) + 1; }
+
+JobSegment plan_segment(uint32_t job_id, int node_index, const std::vector<std::string>& nodes,
+                        const std::vector<std::string>& underlay_ips, const std::string& prefix,
+                        const std::string& underlay_netns, int port, int mtu) {
+    if (nodes.size() != underlay_ips.size()) SVM_THROW("one underlay address per node of the job is needed");
+    if (node_index < 0 || static_cast<size_t>(node_index) >= nodes.size())
+        SVM_THROW("node index " + std::to_string(node_index) + " is outside the job's node list");
+    JobSegment s;
+    s.job_id = job_id;
+    s.vni = job_vni(job_id);
+    s.node_index = node_index;
+    s.netns = "svmj" + std::to_string(job_id) + "n" + std::to_string(node_index);
+    s.underlay_netns = underlay_netns;
+    char vx[16];
+    std::snprintf(vx, sizeof vx, "svx%x", job_id);
+    s.vxlan = vx;
+    s.tap = "svmtap";
+    s.host_ip = segment_host_ip(prefix);
+    s.port = port;
+    s.mtu = mtu;
+    s.peers.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i)
+        s.peers.push_back({nodes[i], underlay_ips[i], segment_address(prefix, static_cast<int>(i)),
+                           segment_host_side(static_cast<int>(i))});
+    return s;
+}
+
+std::string segment_ip_batch(const JobSegment& s) {
+    std::string b = "link set lo up\n"
+                    "link add " + s.bridge + " type bridge\n"
+                    "link set " + s.bridge + " mtu " + std::to_string(s.mtu) + "\n"
+                    "link set " + s.vxlan + " master " + s.bridge + "\n"
+                    "link set " + s.bridge + " address " + s.self().host.mac + "\n"
+                    "addr add " + s.host_ip + "/" + std::to_string(s.prefix_len) + " dev " + s.bridge + "\n"
+                    "addr add " + s.self().host.ip + "/16 dev " + s.bridge + "\n"
+                    "link set " + s.vxlan + " up\n"
+                    "link set " + s.bridge + " up\n";
+    // Static neighbours on the VXLAN port: with "proxy" the VXLAN device
+    // answers a guest's ARP for a peer itself, so no broadcast leaves the node.
+    for (size_t i = 0; i < s.peers.size(); ++i) {
+        if (static_cast<int>(i) == s.node_index) continue;
+        b += "neigh replace " + s.peers[i].guest.ip + " lladdr " + s.peers[i].guest.mac + " dev " + s.vxlan +
+             " nud permanent\n";
+        if (relay_peer(s, i))
+            b += "neigh replace " + s.peers[i].host.ip + " lladdr " + s.peers[i].host.mac + " dev " + s.bridge +
+                 " nud permanent\n";
+    }
+    return b;
+}
+
+std::string segment_fdb_batch(const JobSegment& s) {
+    std::string b;
+    for (size_t i = 0; i < s.peers.size(); ++i) {
+        if (static_cast<int>(i) == s.node_index) continue;
+        b += "fdb replace " + s.peers[i].guest.mac + " dev " + s.vxlan + " dst " + s.peers[i].underlay_ip +
+             " self permanent\n";
+        if (!relay_peer(s, i)) continue;
+        // The peer's host side: also in the bridge's table, so that nothing
+        // for it is ever flooded to the guest's tap.
+        b += "fdb replace " + s.peers[i].host.mac + " dev " + s.vxlan + " dst " + s.peers[i].underlay_ip +
+             " self permanent\n";
+        b += "fdb replace " + s.peers[i].host.mac + " dev " + s.vxlan + " master static\n";
+    }
+    return b;
+}
+
+std::string segment_guard_rules(const JobSegment& s) {
+    const GuestAddress& g = s.self().guest;
+    std::string tap = "\"" + s.tap + "\"";
+    // Frames from the tap (which the guest cannot forge) carry the guest's own
+    // MAC and IPv4 address, or are dropped, towards the VXLAN and the host alike.
+    return "table bridge svm_guard {\n"
+           "  chain from_guest {\n"
+           "    ether saddr != " + g.mac + " drop\n"
+           "    ether type != { ip, arp } drop\n"
+           "    ether type ip ip saddr != " + g.ip + " drop\n"
+           "    ether type ip ip daddr 169.254.0.0/16 drop\n"
+           "    ether type arp arp daddr ip 169.254.0.0/16 drop\n"
+           "    ether type arp arp saddr ether != " + g.mac + " drop\n"
+           "    ether type arp arp saddr ip != { 0.0.0.0, " + g.ip + " } drop\n"
+           "  }\n"
+           "  chain forward {\n"
+           "    type filter hook forward priority 0; policy accept;\n"
+           "    iifname " + tap + " jump from_guest\n"
+           "  }\n"
+           "  chain input {\n"
+           "    type filter hook input priority 0; policy accept;\n"
+           "    iifname " + tap + " jump from_guest\n"
+           "  }\n"
+           "}\n";
+}
+
+void setup_segment(const JobSegment& s) {
+    run_in_checked("", {"ip", "netns", "add", s.netns}, "create the job's network namespace " + s.netns);
+    std::vector<std::string> add = {"ip", "link", "add", s.vxlan, "type", "vxlan", "id", std::to_string(s.vni),
+                                    "local", s.self().underlay_ip, "dstport", std::to_string(s.port),
+                                    "nolearning", "proxy"};
+    RunResult r = run_in(s.underlay_netns, add);
+    if (!r.ok()) {
+        std::string err = trim(r.err + r.out);
+        while (!err.empty() && err.back() == '.') err.pop_back();
+        if (err.find("VNI") != std::string::npos || err.find("exists") != std::string::npos)
+            throw VniInUse{"the job's network segment (VXLAN " + std::to_string(s.vni) +
+                           ") is in use on this node by another live job (job ids 16,777,215 apart): " + err};
+        SVM_THROW("create VXLAN " + s.vxlan + " (VNI " + std::to_string(s.vni) + ", local " + s.self().underlay_ip +
+                  (s.underlay_netns.empty() ? "" : ", network namespace " + s.underlay_netns) + "): " + err);
+    }
+    run_in_checked(s.underlay_netns, {"ip", "link", "set", s.vxlan, "mtu", std::to_string(s.mtu), "netns", s.netns},
+                   "move VXLAN " + s.vxlan + " into " + s.netns);
+    run_in_checked(s.netns, {"ip", "-batch", "-"}, "set up the job's bridge and VXLAN port", segment_ip_batch(s));
+    std::string fdb = segment_fdb_batch(s);
+    if (!fdb.empty())
+        run_in_checked(s.netns, {"bridge", "-batch", "-"}, "add the job's forwarding entries", fdb);
+    run_in_checked(s.netns, {"nft", "-f", "-"}, "install the guest's address guard (nft)", segment_guard_rules(s));
+}
+
+void remove_segment(const std::string& netns, const std::string& underlay_netns, const std::string& vxlan) {
+    if (netns.rfind("svmj", 0) != 0 || vxlan.rfind("svx", 0) != 0)
+        SVM_THROW("not a job's network: " + netns + ", " + vxlan);
+    if (underlay_netns.empty() || netns_exists(underlay_netns)) {
+        RunResult r = run_in(underlay_netns, {"ip", "link", "del", vxlan});
+        if (!r.ok() && run_in(underlay_netns, {"ip", "link", "show", vxlan}).ok())
+            SVM_THROW("delete VXLAN " + vxlan + ": " + trim(r.err + r.out));
+    }
+    if (!netns_exists(netns)) return;
+    RunResult r = run_in("", {"ip", "netns", "delete", netns});
+    if (!r.ok() && netns_exists(netns)) SVM_THROW("delete network namespace " + netns + ": " + trim(r.err + r.out));
+}
+
+std::string resolve_underlay(const std::string& name_template, const std::string& node) {
+    std::string name = name_template;
+    for (size_t p; (p = name.find("%n")) != std::string::npos;) name.replace(p, 2, node);
+    struct in_addr a {};
+    if (::inet_pton(AF_INET, name.c_str(), &a) == 1) return name;
+    struct addrinfo hints {};
+    hints.ai_family = AF_INET;
+    struct addrinfo* res = nullptr;
+    int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res);
+    if (rc != 0 || !res) SVM_THROW("cannot resolve the underlay address of node " + node + " (" + name + "): " + gai_strerror(rc));
+    char buf[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+    ::freeaddrinfo(res);
+    return buf;
 }
 
 void enter_netns(const std::string& name) {

@@ -1,10 +1,17 @@
-// Guest addresses: every node computes every guest's address of a job without
-// talking to the others. In a /16 prefix A.B.0.0: guest of the job's i-th node
-// is A.B.(job_id % 254 + 1).(i + 10); the MAC is derived from the address.
-// Leases (one file per address, O_EXCL) catch the rare clash of two live jobs.
+// A job's guest network, one segment per job by construction (no shared
+// bridge to filter): on each of the job's nodes the prolog makes a network
+// namespace of the job holding a bridge, the guest's tap and a VXLAN device
+// whose VNI is the job's. The VXLAN's UDP socket lives in the node's underlay
+// namespace (network.netns, or the host's) and its only peers are the job's
+// other nodes, by static forwarding entries: every node computes every
+// guest's address and MAC from its index in the job's node list, so nothing
+// is learnt, nothing is flooded, and ARP is answered on the node (VXLAN proxy
+// ARP from static neighbour entries). Addresses depend only on the node index:
+// every job has the whole /16 to itself.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace svm {
 
@@ -14,37 +21,83 @@ struct GuestAddress {
     int prefix_len = 16;
 };
 
-GuestAddress guest_address(const std::string& prefix, uint32_t job_id, int node_index);
+// Guests per job a /16 segment holds: A.B.0.10 .. A.B.255.253 (A.B.255.254 is
+// the host side of each node's bridge, A.B.255.255 the broadcast address).
+constexpr int kMaxSegmentGuests = 65524;
 
-// Takes the lease for ip in dir (creating dir) and returns the lease file's
-// path. When another job holds it: "" with the holder in *held_by, or (no
-// held_by) a clear error.
-std::string take_lease(const std::string& dir, const std::string& ip, const std::string& owner,
-                       std::string* held_by = nullptr);
-void release_lease(const std::string& lease_file, const std::string& owner);
+// The guest of the job's node_index-th node on the job's own segment:
+// A.B.0.0 + node_index + 10; MAC 52:54:00:<3 bytes of that offset>.
+GuestAddress segment_address(const std::string& prefix, int node_index);
+// The host side of the segment on every node (only the job's keeper uses it,
+// from inside the job's namespace): A.B.255.254.
+std::string segment_host_ip(const std::string& prefix);
 
-// The name of the tap of the job's guest on its node_index-th node ("svm<job
-// hex>n<index>", at most 15 characters), and the nft pattern matching every
-// tap of the job ("svm<job hex>n*").
-std::string guest_tap_name(uint32_t job_id, int node_index);
-std::string guest_tap_pattern(uint32_t job_id);
+// IPoIB (network.fabric "ipoib"): the VFs share the fabric's partition, so
+// these addresses still differ between jobs: A.B.(job_id % 254 + 1).(i + 10).
+GuestAddress fabric_address(const std::string& prefix, uint32_t job_id, int node_index);
 
-// Isolation between the jobs on a shared bridge: an nftables table of the
-// bridge family, one per job ("svm_job_<id>"), filtering what enters the
-// bridge from the job's taps (which a guest cannot forge, unlike addresses):
-// IPv4 and ARP only, from the job's own /24, to the job's /24, the gateway,
-// or addresses outside the guests' prefix. So a guest reaches its job's other
-// guests (on this host or, through the uplink, others, whose hosts filter
-// their own taps alike) and no guest of another job.
-struct JobFilter {
-    std::string table;  // "svm_job_<id>"
-    std::string rules;  // nft -f input that (re)creates the table
+// The job's 24-bit VXLAN network identifier: ((job_id - 1) mod 16,777,215) + 1.
+// Two live jobs share one only when their ids differ by a multiple of
+// 16,777,215; on a node both run on, the second fails to create its device.
+uint32_t job_vni(uint32_t job_id);
+
+// The host side of the job's i-th node on the segment, for the job's own
+// host-side helpers between nodes (the VM record's relay, job_record.hpp):
+// 169.254.0.0 + 10 + i on the bridge, MAC 52:54:01:<3 bytes of that offset>.
+// Guests can never reach it (the guard drops 169.254.0.0/16 from the tap).
+GuestAddress segment_host_side(int node_index);
+
+struct SegmentPeer {
+    std::string node;
+    std::string underlay_ip;  // the node's address on the underlay
+    GuestAddress guest;
+    GuestAddress host;        // segment_host_side()
 };
-JobFilter job_filter(const std::string& prefix, uint32_t job_id, const std::string& gateway);
-// Runs `nft -f -` with the rules inside NETNS ("" = this namespace).
-void install_job_filter(const std::string& netns, const JobFilter& f);
-// Deletes the table; harmless when it is not there.
-void remove_job_filter(const std::string& netns, const std::string& table);
+
+// Everything one node sets up for its guest of a job (pure: unit-tested).
+struct JobSegment {
+    uint32_t job_id = 0;
+    uint32_t vni = 0;
+    int node_index = 0;
+    std::string netns;           // the job's namespace on this node: "svmj<job>n<index>"
+    std::string underlay_netns;  // where the VXLAN socket lives ("" = the host's)
+    std::string vxlan;           // "svx<job hex>"
+    std::string bridge = "svmbr";
+    std::string tap;             // the guest's tap (made by libvirt in netns)
+    std::string host_ip;         // segment_host_ip(), on the bridge, /16
+    int prefix_len = 16;
+    int port = 4789;
+    int mtu = 1450;
+    std::vector<SegmentPeer> peers;  // every node of the job, in node-list order
+    const SegmentPeer& self() const { return peers.at(static_cast<size_t>(node_index)); }
+};
+
+JobSegment plan_segment(uint32_t job_id, int node_index, const std::vector<std::string>& nodes,
+                        const std::vector<std::string>& underlay_ips, const std::string& prefix,
+                        const std::string& underlay_netns, int port, int mtu);
+
+// The command inputs, pure as well: `ip -batch` for the job's namespace
+// (bridge, VXLAN port, host address, static ARP neighbours), `bridge -batch`
+// (static forwarding entries to the peers' underlay addresses) and `nft -f`
+// (the tap held to the guest's own MAC and IPv4 address).
+std::string segment_ip_batch(const JobSegment& s);
+std::string segment_fdb_batch(const JobSegment& s);
+std::string segment_guard_rules(const JobSegment& s);
+
+// Makes it all (namespace, VXLAN in the underlay moved into it, bridge,
+// entries, guard). A VNI already in use on this node throws VniInUse.
+struct VniInUse {
+    std::string message;
+};
+void setup_segment(const JobSegment& s);
+// Removes the VXLAN (if still in the underlay) and the job's namespace, with
+// all in it; harmless when they are gone.
+void remove_segment(const std::string& netns, const std::string& underlay_netns, const std::string& vxlan);
+
+// The node's underlay address: "%n"-style template resolved (getaddrinfo,
+// IPv4) for a node name.
+std::string resolve_underlay(const std::string& name_template, const std::string& node);
+
 
 // Enters the network namespace /run/netns/NAME (the calling thread).
 void enter_netns(const std::string& name);

@@ -1,5 +1,9 @@
 #include "hostlist.hpp"
 
+#include <map>
+#include <set>
+#include <tuple>
+
 #include "error.hpp"
 
 namespace svm {
@@ -48,6 +52,73 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
         }
     }
     expand_one(cur, out);
+    return out;
+}
+
+namespace {
+
+// A name as prefix, number (the last run of digits, as written) and suffix.
+struct NamePart {
+    std::string prefix, digits, suffix;
+};
+
+NamePart split_name(const std::string& n) {
+    size_t e = n.find_last_of("0123456789");
+    if (e == std::string::npos) return {n, "", ""};
+    size_t b = e;
+    while (b > 0 && n[b - 1] >= '0' && n[b - 1] <= '9') --b;
+    if (e + 1 - b > 15) return {n, "", ""};  // not a number a range could hold
+    return {n.substr(0, b), n.substr(b, e + 1 - b), n.substr(e + 1)};
+}
+
+std::string padded(long v, size_t width) {
+    std::string s = std::to_string(v);
+    while (s.size() < width) s = "0" + s;
+    return s;
+}
+
+// "[a-b,c]" of sorted numbers as written: a range goes on while the next
+// number is one more and expanding it from the range's start writes it so.
+std::string ranges_of(const std::vector<std::string>& digits) {
+    std::string out;
+    size_t i = 0;
+    while (i < digits.size()) {
+        size_t j = i;
+        long start = std::stol(digits[i]);
+        while (j + 1 < digits.size() && std::stol(digits[j + 1]) == start + static_cast<long>(j + 1 - i) &&
+               padded(std::stol(digits[j + 1]), digits[i].size()) == digits[j + 1])
+            ++j;
+        if (!out.empty()) out += ",";
+        out += j == i ? digits[i] : digits[i] + "-" + digits[j];
+        i = j + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string compress_hostlist(const std::vector<std::string>& names) {
+    // Grouped by prefix and suffix; numbers by value, then as written.
+    std::map<std::pair<std::string, std::string>, std::set<std::tuple<long, size_t, std::string>>> groups;
+    std::vector<std::string> plain;
+    for (const auto& n : std::set<std::string>(names.begin(), names.end())) {
+        NamePart p = split_name(n);
+        if (p.digits.empty() || p.prefix.find_first_of("[],") != std::string::npos ||
+            p.suffix.find_first_of("[],") != std::string::npos) {
+            plain.push_back(n);
+            continue;
+        }
+        groups[{p.prefix, p.suffix}].insert({std::stol(p.digits), p.digits.size(), p.digits});
+    }
+    std::string out;
+    auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };
+    for (const auto& [ps, nums] : groups) {
+        std::vector<std::string> digits;
+        for (const auto& t : nums) digits.push_back(std::get<2>(t));
+        if (digits.size() == 1) add(ps.first + digits[0] + ps.second);
+        else add(ps.first + "[" + ranges_of(digits) + "]" + ps.second);
+    }
+    for (const auto& n : plain) add(n);
     return out;
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "fs.hpp"
 #include "json.hpp"
 #include "sha256.hpp"
 
@@ -381,33 +382,50 @@ UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user
 }
 
 std::string image_digest(int fd) {
+    Sha256 h;
+    std::vector<uint8_t> buf(4 << 20);
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = ::pread(fd, buf.data(), buf.size(), off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) SVM_THROW_ERRNO("read image for digest");
+        if (n == 0) break;
+        h.update(buf.data(), static_cast<size_t>(n));
+        off += n;
+    }
+    return "sha256:" + h.hex_digest();
+}
+
+std::string cached_image_digest(int fd, const std::string& cache_dir) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    const uint64_t mib = 1 << 20;
-    Sha256 h;
-    h.update("slurm-vm sampled sha256 v1\n");
-    uint8_t le[8];
-    for (int i = 0; i < 8; ++i) le[i] = uint8_t(size >> (8 * i));
-    h.update(le, sizeof le);
-    std::vector<uint8_t> buf(mib);
-    auto feed = [&](uint64_t off, uint64_t len) {
-        while (len > 0) {
-            ssize_t n = ::pread(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(len, buf.size())),
-                                static_cast<off_t>(off));
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) SVM_THROW_ERRNO("read image for digest");
-            if (n == 0) SVM_THROW("read image for digest: file shrank");
-            h.update(buf.data(), static_cast<size_t>(n));
-            off += static_cast<uint64_t>(n);
-            len -= static_cast<uint64_t>(n);
+    std::string key = sha256_hex(std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
+                                 std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                                 std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ctim.tv_sec) +
+                                 "." + std::to_string(st.st_ctim.tv_nsec));
+    std::string entry = path_join(cache_dir, key.substr(0, 32));
+    std::string cached;
+    try {
+        if (read_file_if_exists(entry, cached)) {
+            cached = trim(cached);
+            if (cached.rfind("sha256:", 0) == 0 && cached.size() == 7 + 64) return cached;
         }
-    };
-    const uint64_t head = std::min(size, mib);
-    feed(0, head);
-    const uint64_t tail_start = std::max(head, size > mib ? size - mib : 0);
-    feed(tail_start, size - tail_start);
-    return "sampled-sha256:" + h.hex_digest();
+    } catch (const Error&) {
+    }
+    std::string d = image_digest(fd);
+    struct stat after;
+    // Changed while it was read: the digest is of no one version; not kept.
+    if (::fstat(fd, &after) != 0 || after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+        after.st_mtim.tv_nsec != st.st_mtim.tv_nsec || after.st_size != st.st_size ||
+        after.st_ctim.tv_sec != st.st_ctim.tv_sec || after.st_ctim.tv_nsec != st.st_ctim.tv_nsec)
+        return d;
+    try {
+        mkdir_p(cache_dir, 0700);
+        write_file_atomic(entry, d + "\n", 0600);
+    } catch (const Error&) {
+        // A cache that cannot be written costs time, not correctness.
+    }
+    return d;
 }
 
 std::string format_size(uint64_t bytes) {

@@ -108,11 +108,15 @@ void check_boot_file(const std::string& path, const std::string& what, const std
 // True when real_path is one of dirs or lies below one of them.
 bool path_inside(const std::string& real_path, const std::vector<std::string>& dirs);
 
-// Sampled digest for accounting, "sampled-sha256:<hex>": SHA-256 over a
-// version tag, the file size (little-endian 64 bit) and the first and last MiB
-// (the whole file when it is at most 2 MiB). It identifies an image cheaply; it
-// is not an integrity check of the bytes in between.
+// The image's content digest for accounting, "sha256:<hex>": SHA-256 over
+// every byte of the file behind fd (as `sha256sum` computes it).
 std::string image_digest(int fd);
+// The same, computed once per version of a file: kept in cache_dir (root's,
+// created 0700) under a key of the file's device, inode, size, modification
+// and change times, so that a file rewritten in place (even with its mtime
+// put back: the change time moves) is hashed again. A later job with the
+// same file reads the cache and not the image.
+std::string cached_image_digest(int fd, const std::string& cache_dir);
 
 // "512 GiB", "2.5 TiB", "1000 B".
 std::string format_size(uint64_t bytes);

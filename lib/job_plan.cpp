@@ -35,6 +35,7 @@ std::string JobPlan::to_json() const {
     }
     json_object_set_new(j, "peers", arr);
     set_str(j, "image", image);
+    if (!image_source.empty()) set_str(j, "image_source", image_source);
     set_str(j, "image_format", image_format);
     set_int(j, "image_virtual_size", static_cast<int64_t>(image_virtual_size));
     set_str(j, "image_digest", image_digest);
@@ -57,6 +58,7 @@ std::string JobPlan::to_json() const {
     set_int(j, "prefix_len", prefix_len);
     set_str(j, "bridge", bridge);
     set_str(j, "netns", netns);
+    set_int(j, "mtu", mtu);
     set_str(j, "domain_type", domain_type);
     set_str(j, "emulator", emulator);
     set_int(j, "boot_timeout_s", boot_timeout_s);
@@ -85,6 +87,7 @@ std::string JobPlan::to_json() const {
     set_str(j, "fabric_ip", fabric_ip);
     set_int(j, "fabric_prefix_len", fabric_prefix_len);
     set_str(j, "irq_profile", irq_profile);
+    if (!save_path.empty()) set_str(j, "save_path", save_path);
     set_str(j, "hugepages", hugepages);
     set_int(j, "hugepage_size_kib", hugepage_size_kib);
     set_str(j, "device_cpus", device_cpus);
@@ -119,6 +122,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
                            json_get_string(e, "ip").value_or(""), json_get_string(e, "fabric_ip").value_or("")});
     }
     p.image = s("image");
+    p.image_source = json_get_string(j, "image_source").value_or("");
     p.image_format = s("image_format");
     p.image_virtual_size = static_cast<uint64_t>(i("image_virtual_size"));
     p.image_digest = s("image_digest");
@@ -141,6 +145,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.prefix_len = static_cast<int>(i("prefix_len"));
     p.bridge = s("bridge");
     p.netns = s("netns");
+    if (json_get_int(j, "mtu")) p.mtu = static_cast<int>(*json_get_int(j, "mtu"));
     p.domain_type = s("domain_type");
     p.emulator = s("emulator");
     p.boot_timeout_s = static_cast<int>(i("boot_timeout_s"));
@@ -170,6 +175,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.fabric_ip = s("fabric_ip");
     if (json_get_int(j, "fabric_prefix_len")) p.fabric_prefix_len = static_cast<int>(*json_get_int(j, "fabric_prefix_len"));
     p.irq_profile = json_get_string(j, "irq_profile").value_or("default");
+    p.save_path = json_get_string(j, "save_path").value_or("");
     p.hugepages = json_get_string(j, "hugepages").value_or("off");
     p.hugepage_size_kib = i("hugepage_size_kib");
     p.device_cpus = s("device_cpus");

@@ -31,8 +31,11 @@ struct JobPlan {
     int node_index = 0;      // position in the job's node list
     std::vector<GuestPeer> peers;  // every guest of the job, in node order
     std::string image, image_format;
+    // What the job named when it is not the file booted: a name of the site's
+    // catalogue (also a partition's default image) or a registry reference.
+    std::string image_source;
     uint64_t image_virtual_size = 0;
-    std::string image_digest;  // sampled content digest, for accounting
+    std::string image_digest;  // "sha256:<hex>" of the image's content, for accounting
     FileIdentity image_identity;  // the checked file: the keeper reopens it and compares
     std::string kernel, initrd, cmdline;  // as the user gave them (shown, recorded)
     std::string kernel_copy, initrd_copy;  // what QEMU boots: root's copies in the job directory
@@ -44,7 +47,8 @@ struct JobPlan {
     // their fabric_ip. "" = the job's traffic uses the bridge.
     std::string fabric_ip;
     int fabric_prefix_len = 16;
-    std::string bridge, netns;
+    std::string bridge, netns;  // the job's bridge, in the job's namespace on this node
+    int mtu = 0;                // the guest NIC's MTU (0: the default)
     std::string domain_type, emulator;
     int boot_timeout_s = 300;
     std::vector<std::string> shares;    // host directories mounted at the same path in the guest
@@ -62,6 +66,9 @@ struct JobPlan {
     // Interrupt moderation profile the guest applies to the VF (irq_profile.hpp):
     // the job's --vm-irq-profile, else the node's irq_profile. "default" = none.
     std::string irq_profile = "default";
+    // --vm-save: where the epilog writes this guest's disk (overlay and base)
+    // as a new image, as the user. Set on the job's first node only.
+    std::string save_path;
     // The node's hugepage policy for the guest's memory (hugepages.hpp); the
     // keeper decides with the guest's size and records it in guest.json.
     std::string hugepages = "off";

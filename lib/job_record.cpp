@@ -7,6 +7,7 @@
 #include "fs.hpp"
 #include "log.hpp"
 #include "proc.hpp"
+#include "record_form.hpp"
 
 namespace svm {
 
@@ -26,7 +27,7 @@ std::string admin_comment_of(const std::string& out) {
     return "";
 }
 
-Json parse_admin_comment(const std::string& value) {
+static Json parse_object(const std::string& value) {
     json_error_t err;
     json_t* j = value.empty() ? nullptr : json_loads(value.c_str(), 0, &err);
     if (!j || !json_is_object(j)) {
@@ -34,6 +35,21 @@ Json parse_admin_comment(const std::string& value) {
         j = json_object();
     }
     return Json(j);
+}
+
+Json parse_admin_comment(const std::string& value) {
+    Json root = parse_object(value);
+    expand_vm_record(root.get());
+    return root;
+}
+
+std::optional<std::string> updated_admin_comment(const std::string& current,
+                                                 const std::function<void(json_t*)>& merge) {
+    Json root = parse_admin_comment(current);
+    merge(root.get());
+    std::string next = admin_comment_text(root.get());
+    if (json_equal(parse_object(current).get(), parse_object(next).get())) return std::nullopt;
+    return next;
 }
 
 bool merge_node_record(json_t* root, const std::string& node, const json_t* fields, bool replace) {
@@ -85,8 +101,7 @@ std::string error_record(const std::string& reason) {
     return json_dump(o.get());
 }
 
-bool publish_node_record(uint32_t job_id, const std::string& node, const std::string& fields,
-                         const PublishOptions& o) {
+bool publish_node_record(uint32_t job_id, const std::string& node, const std::string& fields, const PublishOptions& o) {
     json_error_t err;
     Json want(json_loads(fields.c_str(), 0, &err));
     if (!want || !json_is_object(want.get())) {
@@ -106,15 +121,15 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
                       std::to_string(r.status) + "): " + trim(r.err + r.out));
             return false;
         }
-        Json root = parse_admin_comment(admin_comment_of(r.out));
-        if (!merge_node_record(root.get(), node, want.get(), o.replace)) {
+        auto next = updated_admin_comment(admin_comment_of(r.out),
+                                          [&](json_t* root) { merge_node_record(root, node, want.get(), o.replace); });
+        if (!next) {
             if (attempt >= o.settled) return true;  // seen in place after settling
         } else {
-            RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + json_dump(root.get())}, ro);
+            RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
             if (!w.ok())
                 log::warn("AdminComment not updated (exit " + std::to_string(w.status) + "): " + trim(w.err + w.out));
-            else
-                log::info("VM record published in AdminComment");
+            else log::info("VM record published in AdminComment");
             log::debug("this node's entry: " + fields);
         }
         if (attempt + 1 < o.attempts) {

@@ -223,6 +223,7 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
                       int64_t hugepage_kib) {
     Json r(json_object());
     json_object_set_new(r.get(), "image", json_string(p.image.c_str()));
+    if (!p.image_source.empty()) json_object_set_new(r.get(), "source", json_string(p.image_source.c_str()));
     json_object_set_new(r.get(), "format", json_string(p.image_format.c_str()));
     json_object_set_new(r.get(), "digest", json_string(p.image_digest.c_str()));
     json_object_set_new(r.get(), "boot", json_string(p.kernel.empty() ? "bootloader" : "kernel"));
@@ -281,9 +282,8 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.initrd = p.initrd_copy;
     d.cmdline = p.cmdline;
     d.bridge = p.bridge;
-    {
-        d.tap = guest_tap_name(p.job_id, p.node_index);  // the job's network filter matches it
-    }
+    d.tap = p.bridge.empty() ? "" : "svmtap";  // in the job's namespace; its guard matches it (guest_net.hpp)
+    d.mtu = p.mtu;
     d.mac = p.mac;
     d.console_log = p.console_log();
     return d;
@@ -358,6 +358,7 @@ int run_keeper(const KeeperOptions& o) {
     // The prolog refused the job (the reason is in the state): no guest.
     if (read_guest_state(p).phase == GuestState::Phase::failed) return 0;
     log::debug("keeper started");
+    if (o.on_start) o.on_start(p);
     write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
 
     struct sigaction sa {};
@@ -486,7 +487,7 @@ int run_keeper(const KeeperOptions& o) {
     std::string xml = domain_xml(spec);
     write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
 
-    // 2. Network namespace of the guests' bridge (for the tap and the proxy).
+    // 2. The job's network namespace on this node (for the tap and the proxy).
     // The host's namespace stays reachable for talking to Slurm.
     int netns_fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (!p.netns.empty()) {

@@ -21,6 +21,9 @@ struct KeeperOptions {
     std::string node;
     uint32_t job_id = 0;
     pid_t join_cgroup_of = 0;   // a process of the job's extern step
+    // Called once the plan is read, in the host's network namespace, before
+    // anything else (the VM record's relay starts there).
+    std::function<void(const JobPlan&)> on_start;
     // Called once the guest is ready with this node's record (JSON): what the
     // VM was, for Slurm accounting (the caller publishes it), in a thread of
     // its own; `cancelled` turns true when a failure is to be published

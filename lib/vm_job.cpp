@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <cerrno>
 #include <cstring>
 
@@ -25,8 +26,11 @@
 #include "log.hpp"
 #include "pci_device.hpp"
 #include "proc.hpp"
+#include "oci_image.hpp"
 #include "seed.hpp"
+#include "site_catalogue.hpp"
 #include "virtiofs.hpp"
+#include "vm_save.hpp"
 #include "cgroup.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
@@ -214,21 +218,30 @@ std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_i
         if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("overlay_dir entry without a job path");
         remove_tree(path);
     };
-    m["net_filter"] = [](const json_t* d) {
-        // Undone after this node's lease is released (ledger order is
-        // reversed): when no lease of the job is left on this host, no guest
-        // of it is either. Of the job's nodes ending at once on one host, the
-        // last to release its lease finds none.
-        std::string lease_dir = json_get_string(d, "lease_dir").value_or("");
-        std::string owner = "job " + std::to_string(json_get_int(d, "job").value_or(0)) + " on ";
-        for (const auto& f : list_dir(lease_dir)) {
-            std::string holder;
-            if (read_file_if_exists(path_join(lease_dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
-        }
-        remove_job_filter(json_get_string(d, "netns").value_or(""), json_get_string(d, "table").value_or(""));
-    };
+    // Entries of ledgers written before the per-job segment (a node upgraded
+    // while such jobs ran): the address lease, and the shared bridge's filter
+    // once no lease of the job is left on the host.
     m["ip_lease"] = [](const json_t* d) {
-        release_lease(json_get_string(d, "file").value_or(""), json_get_string(d, "owner").value_or(""));
+        std::string f = json_get_string(d, "file").value_or(""), holder;
+        if (!f.empty() && read_file_if_exists(f, holder) && trim(holder) == json_get_string(d, "owner").value_or(""))
+            remove_tree(f);
+    };
+    m["net_filter"] = [](const json_t* d) {
+        std::string dir = json_get_string(d, "lease_dir").value_or(""), ns = json_get_string(d, "netns").value_or("");
+        std::string table = json_get_string(d, "table").value_or("");
+        std::string owner = "job " + std::to_string(json_get_int(d, "job").value_or(0)) + " on ";
+        for (const auto& f : list_dir(dir)) {
+            std::string holder;
+            if (read_file_if_exists(path_join(dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
+        }
+        if (table.rfind("svm_job_", 0) != 0) SVM_THROW("not a job filter table: " + table);
+        std::vector<std::string> argv = {"nft", "delete", "table", "bridge", table};
+        if (!ns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+        run(argv);  // gone already: fine
+    };
+    m["job_net"] = [](const json_t* d) {
+        remove_segment(json_get_string(d, "netns").value_or(""), json_get_string(d, "underlay_netns").value_or(""),
+                       json_get_string(d, "vxlan").value_or(""));
     };
     m["domain"] = [job_id](const json_t* d) {
         std::string root = json_get_string(d, "embed_root").value_or("");
@@ -269,6 +282,8 @@ JobRequest job_request_from_env(char** envp) {
     r.initrd = env_get(envp, "SPANK_SLURM_VM_INITRD");
     r.cmdline = env_get(envp, "SPANK_SLURM_VM_CMDLINE");
     r.irq_profile = env_get(envp, "SPANK_SLURM_VM_IRQ_PROFILE");
+    r.partition = env_get(envp, "SLURM_JOB_PARTITION");
+    r.save = env_get(envp, "SPANK_SLURM_VM_SAVE");
     std::string gpus = env_get(envp, "SLURM_JOB_GPUS");
     size_t pos = 0;
     while (!gpus.empty() && pos <= gpus.size()) {
@@ -312,9 +327,75 @@ void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDev
     }
 }
 
-PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
+// Every node's underlay address, in the job's node order (site configuration:
+// a node the configuration cannot place is the node's fault).
+static std::vector<std::string> underlay_addresses(const NetworkConfig& net, const std::vector<std::string>& nodes) {
+    std::vector<std::string> out;
+    out.reserve(nodes.size());
+    for (const auto& n : nodes) {
+        if (net.underlay_hosts.empty()) {
+            out.push_back(resolve_underlay(net.underlay, n));
+            continue;
+        }
+        auto it = net.underlay_hosts.find(n);
+        if (it == net.underlay_hosts.end()) SVM_THROW("network.underlay has no address for node " + n);
+        out.push_back(it->second);
+    }
+    return out;
+}
+
+// The job's own network segment on this node (lib/guest_net.hpp), recorded
+// before it is made; the guest's address and its peers into the plan.
+static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const std::vector<std::string>& nodes, JobPlan& p,
+                            Ledger& ledger) {
+    const NetworkConfig& net = cfg.network;
+    if (net.prefix.empty()) {
+        p.peers.push_back({req.node, p.hostname, ""});
+        return;
+    }
+    JobSegment s = plan_segment(req.job_id, p.node_index, nodes, underlay_addresses(net, nodes), net.prefix,
+                                net.netns, net.vxlan_port, net.mtu);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        std::string fabric_ip;
+        if (net.fabric == "ipoib") fabric_ip = fabric_address(net.fabric_prefix, req.job_id, static_cast<int>(i)).ip;
+        p.peers.push_back({nodes[i], nodes[i] + "-vm", s.peers[i].guest.ip, fabric_ip});
+        if (static_cast<int>(i) == p.node_index) p.fabric_ip = fabric_ip;
+    }
+    p.ip = s.self().guest.ip;
+    p.mac = s.self().guest.mac;
+    p.prefix_len = s.prefix_len;
+    p.bridge = s.bridge;
+    p.netns = s.netns;
+    p.mtu = s.mtu;
+    ledger.record("job_net", [&] {
+        Json d(json_object());
+        json_object_set_new(d.get(), "netns", json_string(s.netns.c_str()));
+        json_object_set_new(d.get(), "underlay_netns", json_string(s.underlay_netns.c_str()));
+        json_object_set_new(d.get(), "vxlan", json_string(s.vxlan.c_str()));
+        return d;
+    }());
+    try {
+        setup_segment(s);
+    } catch (const VniInUse& e) {
+        // Another live job's, on this node: no fault of the node's.
+        SVM_REFUSE(e.message + "; resubmit the job");
+    }
+}
+
+PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
     PrologResult result;
-    if (req.image.empty()) return result;  // a plain job: nothing to do
+    // The site's policy for the partition the job runs in: its default image,
+    // a catalogue name resolved, or a refusal (--vm-image=none where a VM is
+    // required). The user's own kernel, initrd and command line win.
+    JobRequest req = request;
+    VmChoice choice = choose_vm(cfg.site, req.image, {req.partition});
+    if (!choice.vm && choice.refusal.empty()) return result;  // a plain job: nothing to do
+    req.image = choice.image;
+    if (req.kernel.empty() && req.initrd.empty()) {
+        req.kernel = choice.kernel;
+        req.initrd = choice.initrd;
+    }
+    if (req.cmdline.empty()) req.cmdline = choice.cmdline;
     log::debug("preparing the guest");
     log::Steps steps;
 
@@ -403,23 +484,38 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
             if (!p.shares.empty() && p.shares_via == "virtiofs") p.virtiofsd = find_virtiofsd(cfg.virtiofsd);
         }
 
+        if (!choice.refusal.empty()) SVM_REFUSE(choice.refusal);
         // 1. The image, opened and checked with the user's credentials only.
         ImageInfo info;
-        std::string digest;
+        std::string digest, image_source = choice.image_name;
         UniqueFd kernel_fd, initrd_fd;
         try {
-            CheckedImage ci = open_image_as_user(req.image, who, policy_of(cfg));
+            ImagePolicy policy = policy_of(cfg);
+            std::string oci_digest;
+            if (is_registry_ref(req.image)) {
+                // A registry image: pulled into the node's cache (shared by
+                // jobs, by digest), then checked like any image.
+                image_source = req.image;
+                CachedOciImage oci = pull_oci_disk(cfg.oci, req.image, oci_entries_in_use(cfg));
+                req.image = oci.path;
+                oci_digest = oci.digest;
+                if (!policy.allowed_dirs.empty()) policy.allowed_dirs.push_back(cfg.oci.cache_dir);
+            }
+            CheckedImage ci = open_image_as_user(req.image, who, policy);
             info = ci.info;
-            digest = image_digest(ci.fd.get());  // on the user-opened fd
+            digest = !oci_digest.empty() ? oci_digest  // the OCI manifest's
+                                         : cached_image_digest(ci.fd.get(), path_join(cfg.state_dir, "digests"));
             if (!req.kernel.empty()) kernel_fd = open_boot_file_as_user(req.kernel, who, "kernel");
             if (!req.initrd.empty()) initrd_fd = open_boot_file_as_user(req.initrd, who, "initrd");
             if (!req.initrd.empty() && req.kernel.empty())
                 SVM_THROW("--vm-initrd needs --vm-kernel as well");
             if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
+            if (!req.save.empty()) check_save_path(req.save);
         } catch (const Error& e) {
             throw UserError(e);  // everything here is about what the user gave
         }
         p.image = req.image;
+        p.image_source = image_source;
         p.image_format = format_name(info.format);
         p.image_virtual_size = info.virtual_size;
         p.image_digest = digest;
@@ -430,6 +526,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.initrd_copy = req.initrd.empty() ? "" : path_join(p.dir, "initrd");
         p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
         p.irq_profile = req.irq_profile.empty() ? cfg.irq_profile : req.irq_profile;
+        if (p.node_index == 0) p.save_path = req.save;  // the head guest's disk
         steps.done("prolog: job directory, shares checked, image opened and checked as the user, digest");
 
         // 2. Where this guest sits among the job's guests, and its address.
@@ -441,59 +538,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req) {
         p.memory_overhead_mib = cfg.memory_overhead_mib;
         p.min_guest_memory_mib = cfg.min_guest_memory_mib;
         p.default_guest_memory_mib = cfg.default_guest_memory_mib;
-        p.bridge = cfg.network.bridge;
-        p.netns = cfg.network.netns;
-        p.gateway = cfg.network.gateway;
-        if (!cfg.network.bridge.empty()) {
-            for (size_t i = 0; i < nodes.size(); ++i) {
-                GuestAddress a = guest_address(cfg.network.prefix, req.job_id, static_cast<int>(i));
-                std::string fabric_ip;
-                if (cfg.network.fabric == "ipoib")
-                    fabric_ip = guest_address(cfg.network.fabric_prefix, req.job_id, static_cast<int>(i)).ip;
-                p.peers.push_back({nodes[i], nodes[i] + "-vm", a.ip, fabric_ip});
-                if (static_cast<int>(i) == p.node_index) p.fabric_ip = fabric_ip;
-                if (static_cast<int>(i) == p.node_index) {
-                    p.ip = a.ip;
-                    p.mac = a.mac;
-                    p.prefix_len = a.prefix_len;
-                }
-            }
-            if (cfg.network.isolate_jobs) {
-                // The same table from every node of the job on this host: the
-                // last one of them to end removes it. Recorded before the
-                // lease, so undone after it: see the undo action.
-                JobFilter f = job_filter(cfg.network.prefix, req.job_id, cfg.network.gateway);
-                ledger.record("net_filter", [&] {
-                    Json d(json_object());
-                    json_object_set_new(d.get(), "netns", json_string(cfg.network.netns.c_str()));
-                    json_object_set_new(d.get(), "table", json_string(f.table.c_str()));
-                    json_object_set_new(d.get(), "lease_dir", json_string(cfg.lease_dir().c_str()));
-                    json_object_set_new(d.get(), "job", json_integer(req.job_id));
-                    return d;
-                }());
-                install_job_filter(cfg.network.netns, f);
-            }
-            std::string owner = "job " + std::to_string(req.job_id) + " on " + req.node;
-            std::string lease_file = path_join(cfg.lease_dir(), p.ip);
-            ledger.record("ip_lease", [&] {
-                Json d(json_object());
-                json_object_set_new(d.get(), "file", json_string(lease_file.c_str()));
-                json_object_set_new(d.get(), "owner", json_string(owner.c_str()));
-                return d;
-            }());
-            // Another job holding this address is no fault of the node's:
-            // the job fails, the node stays up.
-            std::string held_by;
-            if (take_lease(cfg.lease_dir(), p.ip, owner, &held_by).empty()) {
-                SVM_REFUSE("the guest address " + p.ip + " of job " + std::to_string(req.job_id) + " on " +
-                              req.node + " is held by " + held_by +
-                              " (job ids 254 apart share addresses); resubmit the job");
-            }
-        } else {
-            p.peers.push_back({req.node, p.hostname, ""});
-        }
-
-        steps.done("prolog: address lease and network filter");
+        prepare_network(cfg, req, nodes, p, ledger);
+        steps.done("prolog: the job's network segment");
 
         // 3. Keys, derived from the site secret: the same on every node of the
         // job, so guests trust each other's host keys and the job's user key.
@@ -672,6 +718,20 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     // join_cgroups_of): their directories, empty now, are ours to remove.
     if (failures.empty()) remove_job_cgroups(job_id, "/sys/fs/cgroup", cfg.node_name);
     return failures;
+}
+
+std::set<std::string> oci_entries_in_use(const NodeConfig& cfg) {
+    std::set<std::string> out;
+    for (uint32_t id : jobs_on_node(cfg)) {
+        std::string text;
+        try {
+            if (!read_file_if_exists(path_join(cfg.job_dir(id), "plan.json"), text)) continue;
+            std::string e = oci_cache_entry_of(cfg.oci, JobPlan::from_json(text, "plan").image);
+            if (!e.empty()) out.insert(e);
+        } catch (const Error&) {
+        }
+    }
+    return out;
 }
 
 std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg) {

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct JobRequest {
     std::string nodelist;
     std::string image, kernel, initrd, cmdline;  // SPANK_SLURM_VM_*
     std::string irq_profile;                     // SPANK_SLURM_VM_IRQ_PROFILE ("" = the node's)
+    std::string partition;                       // SLURM_JOB_PARTITION (the site's VM policy)
+    std::string save;                            // SPANK_SLURM_VM_SAVE: --vm-save (vm_save.hpp)
     std::vector<int> gpus;  // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
 };
 
@@ -53,6 +56,9 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req);
 // Undoes everything the ledger of job_id holds on this node. Idempotent; fine
 // with no ledger. Returns the failures (empty = clean).
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
+
+// The registry cache entries (oci_image.hpp) the node's jobs boot from.
+std::set<std::string> oci_entries_in_use(const NodeConfig& cfg);
 
 // Jobs with a ledger or a job directory on this node.
 std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);

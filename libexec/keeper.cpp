@@ -9,6 +9,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "job_record.hpp"
+#include "record_relay.hpp"
 #include "keeper.hpp"
 #include "log.hpp"
 
@@ -58,17 +59,25 @@ int main(int argc, char** argv) {
     } catch (const svm::Error&) {
         // run_keeper reports an unreadable configuration.
     }
+    std::unique_ptr<svm::RecordRelay> relay;
     if (publish_record) {
         // This node's entry of the job's AdminComment: what the VM was, or
         // why it could not run (a first write at once: the job may end soon).
-        o.on_ready = [](const svm::JobPlan& p, const std::string& record, const std::atomic<bool>& cancelled) {
-            svm::PublishOptions po;
-            po.replace = true;  // a requeued job's earlier record goes
-            po.cancel = &cancelled;
-            svm::publish_node_record(p.job_id, p.node, record, po);
+        // One writer per job: the head node's keeper collects the entries
+        // and writes them (lib/record_relay.hpp); entries replace a requeued
+        // job's earlier ones.
+        o.on_start = [&relay](const svm::JobPlan& p) {
+            std::vector<std::string> nodes;
+            for (const auto& peer : p.peers) nodes.push_back(peer.node);
+            relay = std::make_unique<svm::RecordRelay>(p.job_id, p.node, p.node_index, nodes, p.netns);
+            relay->start();
         };
-        o.on_failure = [](const svm::JobPlan& p, const std::string& reason) {
-            svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());
+        o.on_ready = [&relay](const svm::JobPlan&, const std::string& record, const std::atomic<bool>& cancelled) {
+            if (relay) relay->submit(record, false, &cancelled);
+        };
+        o.on_failure = [&relay](const svm::JobPlan& p, const std::string& reason) {
+            if (relay) relay->submit(svm::error_record(reason), true);
+            else svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());
         };
     }
     int rc = 1;
@@ -78,6 +87,12 @@ int main(int argc, char** argv) {
         svm::log::error(e);
     } catch (const std::exception& e) {
         svm::log::error(e.what());
+    }
+    if (relay) {
+        relay->flush();
+        // Its threads may still be blocked in a call: left to the process's
+        // end, which is now, rather than destroyed under them.
+        (void)relay.release();
     }
     svm::log::shutdown();
     return rc;

@@ -30,6 +30,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_console.hpp"
 #include "guest_exec.hpp"
 #include "job_plan.hpp"
 #include "log.hpp"
@@ -187,6 +188,20 @@ int main(int argc, char** argv) {
         return 2;
     }
     bool batch = getenv("SLURM_VM_BATCH") != nullptr;
+    // `slurm-vm console` (srun --vm-console): the plugin opened the guest's
+    // console log for this step of the job's owner; print it, run nothing.
+    if (const char* cfd = getenv("SLURM_VM_CONSOLE_FD")) {
+        try {
+            int fd = static_cast<int>(svm::parse_job_id(cfd));  // digits only
+            std::string text = svm::read_console(fd);
+            ::close(fd);
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            return 0;
+        } catch (const svm::Error& e) {
+            svm::log::error("the guest's console: " + e.chain());
+            return 1;
+        }
+    }
     try {
         svm::JobPlan p = svm::load_plan(plan_path);
         // 1. Wait for the guest of this node.
@@ -247,7 +262,10 @@ int main(int argc, char** argv) {
                 svm::log::warn("srun will not work inside the guest: " + e.reason());
             }
         }
-        std::vector<std::string> args = svm::ssh_argv(p, self, false);
+        // srun --pty: the task's stdin is a terminal; so is the command's in
+        // the guest (`srun --jobid=ID --overlap --pty bash` is a shell there).
+        bool tty = !batch && ::isatty(STDIN_FILENO) == 1;
+        std::vector<std::string> args = svm::ssh_argv(p, self, tty);
         if (srun_relay)
             args.insert(args.end() - 1, {"-o", "ExitOnForwardFailure=no", "-R",
                                          "127.0.0.1:" + std::to_string(c.srun_port) + ":" + srun_relay->socket_path()});
@@ -325,6 +343,19 @@ int main(int argc, char** argv) {
             ::waitpid(h, nullptr, 0);
         }
         int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        // --vm-save: the epilog copies the disk after the guest is stopped
+        // (at once, no shutdown): the guest's file systems are synced now.
+        if (batch && !p.save_path.empty() && svm::read_guest_state(p).phase == svm::GuestState::Phase::ready) {
+            std::vector<std::string> sync_args = svm::ssh_argv(p, self, false);
+            sync_args.push_back("--");
+            sync_args.push_back("sync");
+            svm::RunOptions so;
+            for (char** e = environ; *e; ++e) so.env.push_back(*e);
+            so.timeout_ms = 120000;
+            svm::RunResult sr = svm::run(sync_args, so);
+            if (sr.ok()) svm::log::info("the guest's disk is synced; the job's epilog saves it to " + p.save_path);
+            else svm::log::warn("sync in the guest failed before --vm-save: " + svm::trim(sr.err));
+        }
         if (rc == 255) {
             svm::GuestState now = svm::read_guest_state(p);
             if (now.phase != svm::GuestState::Phase::ready) {

@@ -13,9 +13,11 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "fs.hpp"
 #include "job_record.hpp"
 #include "log.hpp"
 #include "node_drain.hpp"
+#include "site_catalogue.hpp"
 #include "vm_job.hpp"
 
 extern char** environ;
@@ -48,10 +50,16 @@ static int run(const std::string& config) {
         ls.job_id = req.job_id;
         ls.node = req.node;
         svm::log::init(ls);
-        if (req.image.empty()) return 0;
+        if (req.image.empty() && !svm::path_exists(config)) return 0;
         svm::NodeConfig cfg = svm::load_config(config, req.node);
+        // A job without --vm-image is a VM job only where its partition says
+        // so (the site's "partitions"); --vm-image=none asks for the host,
+        // which a partition that requires VMs refuses (prepare_job says so).
+        svm::VmChoice choice = svm::choose_vm(cfg.site, req.image, {req.partition});
+        if (!choice.vm && choice.refusal.empty()) return 0;
         svm::log::add_job_file(cfg.log_dir);
         svm::PrologResult r = svm::prepare_job(cfg, req);
+        if (r.status == svm::PrologStatus::not_a_vm_job) return 0;
         if (r.status == svm::PrologStatus::refused) {
             svm::log::info("refused: " + r.reason);
             svm::publish_node_record(req.job_id, req.node, svm::error_record(r.reason),

@@ -3,7 +3,7 @@
 // returns an error code; the logic lives in lib/.
 //
 //   sbatch/salloc/srun (local, allocator): --vm-image, --vm-kernel, --vm-initrd,
-//     --vm-cmdline, --vm-irq-profile (and their SLURM_VM_* twins); the image is
+//     --vm-cmdline, --vm-irq-profile, --vm-save (and their SLURM_VM_* twins); the image is
 //     checked as the submitting user and handed to the prolog through the job control
 //     environment (SPANK_SLURM_VM_IMAGE, ...).
 //   slurmstepd, extern step (remote): starts the keeper, which runs the guest
@@ -22,14 +22,20 @@ extern "C" {
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "config.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_console.hpp"
 #include "image_check.hpp"
 #include "irq_profile.hpp"
 #include "job_plan.hpp"
+#include "oci_image.hpp"
+#include "proc.hpp"
+#include "site_catalogue.hpp"
+#include "vm_save.hpp"
 
 // SPANK_PLUGIN defines const arrays, which C++ gives internal linkage unless
 // they were declared extern first.
@@ -52,7 +58,8 @@ extern "C" int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
 namespace {
 
 struct Options {
-    std::string image, kernel, initrd, cmdline, irq_profile;
+    std::string image, kernel, initrd, cmdline, irq_profile, save;
+    bool console = false;  // srun --vm-console (slurm-vm console): print the guest's console
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
 } g_opt;
 
@@ -70,6 +77,11 @@ int opt_kernel(int, const char* a, int) { return set_opt(g_opt.kernel, a, "vm-ke
 int opt_initrd(int, const char* a, int) { return set_opt(g_opt.initrd, a, "vm-initrd"); }
 int opt_cmdline(int, const char* a, int) { return set_opt(g_opt.cmdline, a, "vm-cmdline"); }
 int opt_irq_profile(int, const char* a, int) { return set_opt(g_opt.irq_profile, a, "vm-irq-profile"); }
+int opt_save(int, const char* a, int) { return set_opt(g_opt.save, a, "vm-save"); }
+int opt_console(int, const char*, int) {
+    g_opt.console = true;
+    return 0;
+}
 
 struct spank_option k_options[] = {
     {const_cast<char*>("vm-image"), const_cast<char*>("PATH"),
@@ -87,6 +99,14 @@ struct spank_option k_options[] = {
      const_cast<char*>("Interrupt moderation of the VM's InfiniBand/Ethernet VF: latency, throughput or default "
                        "(the driver's; env: SLURM_VM_IRQ_PROFILE; the node's irq_profile when not given)."),
      1, 0, opt_irq_profile},
+    {const_cast<char*>("vm-save"), const_cast<char*>("PATH"),
+     const_cast<char*>("When the job ends, write the first node's guest disk as a new image to PATH, owned by you "
+                       "(env: SLURM_VM_SAVE)."),
+     1, 0, opt_save},
+    {const_cast<char*>("vm-console"), nullptr,
+     const_cast<char*>("(srun in a VM job; used by `slurm-vm console`) print the serial console of the node's guest "
+                       "instead of running the command."),
+     0, 0, opt_console},
     SPANK_OPTIONS_TABLE_END};
 
 int parse_args(int ac, char** av) noexcept {
@@ -109,19 +129,56 @@ std::string absolute(const std::string& p) {
     return svm::path_join(cwd, p);
 }
 
-svm::ImagePolicy submit_policy() {
-    svm::ImagePolicy pol;
+// The node configuration as the submit host sees it (policy, catalogue);
+// nullopt when there is none or it cannot be read: the nodes check again.
+std::optional<svm::NodeConfig> submit_config() {
     try {
-        if (svm::path_exists(g_opt.config)) {
-            svm::NodeConfig c = svm::load_config(g_opt.config, "submit");
-            pol.max_virtual_size = c.max_image_virtual_size;
-            pol.allowed_dirs = c.allowed_image_dirs;
-            pol.qemu_img = c.qemu_img;
-        }
+        if (svm::path_exists(g_opt.config)) return svm::load_config(g_opt.config, "submit");
     } catch (const std::exception&) {
-        // The nodes check again with their own configuration.
+    }
+    return std::nullopt;
+}
+
+svm::ImagePolicy submit_policy(const std::optional<svm::NodeConfig>& c) {
+    svm::ImagePolicy pol;
+    if (c) {
+        pol.max_virtual_size = c->max_image_virtual_size;
+        pol.allowed_dirs = c->allowed_image_dirs;
+        pol.qemu_img = c->qemu_img;
     }
     return pol;
+}
+
+// The partitions the job asks for: the command line, else the environment
+// (SBATCH_PARTITION, SALLOC_PARTITION, SLURM_PARTITION), else the cluster's
+// default partition. (A partition named only in an #SBATCH line of the script
+// is not seen here: the node applies the same rule when the job starts.)
+std::vector<std::string> submit_partitions() {
+    std::vector<std::string> args;
+    std::string text;
+    if (svm::read_file_if_exists("/proc/self/cmdline", text)) {
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t end = text.find('\0', pos);
+            if (end == std::string::npos) end = text.size();
+            args.push_back(text.substr(pos, end - pos));
+            pos = end + 1;
+        }
+    }
+    std::string v = svm::partition_from_args(args);
+    for (const char* name : {"SBATCH_PARTITION", "SALLOC_PARTITION", "SLURM_PARTITION"})
+        if (v.empty())
+            if (const char* e = getenv(name)) v = e;
+    if (v.empty()) {
+        partition_info_msg_t* msg = nullptr;
+        if (slurm_load_partitions(0, &msg, SHOW_ALL) == SLURM_SUCCESS && msg) {
+            for (uint32_t i = 0; i < msg->record_count; ++i)
+                if ((msg->partition_array[i].flags & PART_FLAG_DEFAULT) && msg->partition_array[i].name)
+                    v = msg->partition_array[i].name;
+            slurm_free_partition_info_msg(msg);
+        }
+    }
+    return svm::split_partitions(v);
 }
 
 std::string self_name() {
@@ -139,29 +196,82 @@ int submit_side(spank_t sp) {
     from_env(g_opt.kernel, "SLURM_VM_KERNEL");
     from_env(g_opt.initrd, "SLURM_VM_INITRD");
     from_env(g_opt.cmdline, "SLURM_VM_CMDLINE");
+    from_env(g_opt.save, "SLURM_VM_SAVE");
     // A profile in the environment is a preference (it may be set for every
     // job); only the option itself asks for a VM.
     bool irq_option = !g_opt.irq_profile.empty();
     from_env(g_opt.irq_profile, "SLURM_VM_IRQ_PROFILE");
     if (g_opt.image.empty()) {
-        if (!g_opt.kernel.empty() || !g_opt.initrd.empty() || !g_opt.cmdline.empty() || irq_option) {
-            slurm_error("slurm-vm: --vm-kernel, --vm-initrd, --vm-cmdline and --vm-irq-profile need --vm-image");
+        if (!g_opt.kernel.empty() || !g_opt.initrd.empty() || !g_opt.cmdline.empty() || irq_option ||
+            !g_opt.save.empty()) {
+            slurm_error("slurm-vm: --vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile and --vm-save need "
+                        "--vm-image");
             return -1;
         }
         return 0;
     }
     try {
+        std::optional<svm::NodeConfig> cfg = submit_config();
+        svm::SiteCatalogue cat = cfg ? cfg->site : svm::SiteCatalogue{};
+        if (g_opt.image == svm::kNoVmImage) {
+            // On the host: refused where the partition requires a VM; passed
+            // on, so that a partition that only defaults to a VM leaves it out.
+            if (!g_opt.kernel.empty() || !g_opt.initrd.empty() || !g_opt.cmdline.empty() || irq_option ||
+                !g_opt.save.empty())
+                SVM_THROW("--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile and --vm-save need a "
+                          "--vm-image other than none");
+            svm::VmChoice c = svm::choose_vm(cat, g_opt.image, submit_partitions());
+            if (!c.refusal.empty()) SVM_THROW(c.refusal);
+            if (spank_job_control_setenv(sp, "SLURM_VM_IMAGE", svm::kNoVmImage, 1) != ESPANK_SUCCESS)
+                SVM_THROW("cannot pass SLURM_VM_IMAGE to the job");
+            return 0;
+        }
         if (!g_opt.irq_profile.empty()) svm::require_irq_profile(g_opt.irq_profile, "--vm-irq-profile");
-        g_opt.image = absolute(g_opt.image);
+        std::string image_path = g_opt.image;
+        bool registry = svm::is_registry_ref(g_opt.image);
+        if (registry) {
+            // Pulled by the nodes; here: the reference, and that the
+            // registry has it (when this host has skopeo), asked as the user.
+            std::string ref = svm::skopeo_ref(g_opt.image);
+            svm::OciSettings os = cfg ? cfg->oci : svm::OciSettings{};
+            if (::access(os.skopeo.c_str(), X_OK) == 0) {
+                std::vector<std::string> a = {os.skopeo, "--insecure-policy", "inspect", "--no-tags", "--format",
+                                              "{{.Digest}}"};
+                for (const auto& r : os.insecure_registries)
+                    if (r == svm::registry_of(g_opt.image)) a.push_back("--tls-verify=false");
+                a.push_back(ref);
+                svm::RunOptions ro;
+                ro.env = svm::inherited_env({"PATH", "HOME", "XDG_RUNTIME_DIR", "REGISTRY_AUTH_FILE"});
+                ro.timeout_ms = 60000;
+                svm::RunResult r = svm::run(a, ro);
+                if (!r.ok())
+                    SVM_THROW("--vm-image=" + g_opt.image + " cannot be found in its registry: " +
+                              svm::skopeo_message(r.err));
+            }
+        } else if (g_opt.image.find('/') == std::string::npos) {
+            // A bare name is the site catalogue's (passed on as the name: each
+            // node resolves it with its own configuration), or a file here.
+            if (!cat.find_image(g_opt.image) && svm::path_exists(g_opt.image)) g_opt.image = absolute(g_opt.image);
+            svm::VmChoice c = svm::choose_vm(cat, g_opt.image, {});
+            if (!c.refusal.empty()) SVM_THROW(c.refusal);
+            image_path = c.image;
+        } else {
+            g_opt.image = absolute(g_opt.image);
+            image_path = g_opt.image;
+        }
         g_opt.kernel = absolute(g_opt.kernel);
         g_opt.initrd = absolute(g_opt.initrd);
-        svm::open_image_as_self(g_opt.image, submit_policy());
+        if (!registry) svm::open_image_as_self(image_path, submit_policy(cfg));
         if (!g_opt.kernel.empty()) svm::check_boot_file(g_opt.kernel, "kernel", self_name());
         if (!g_opt.initrd.empty()) {
             if (g_opt.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
             svm::check_boot_file(g_opt.initrd, "initrd", self_name());
         }
         if (g_opt.cmdline.find('\n') != std::string::npos) SVM_THROW("--vm-cmdline must be a single line");
+        if (!g_opt.save.empty()) {
+            g_opt.save = absolute(g_opt.save);
+            svm::check_save_path_as_self(g_opt.save);
+        }
     } catch (const svm::Error& e) {
         slurm_error("slurm-vm: %s", e.reason().c_str());
         return -1;
@@ -173,7 +283,8 @@ int submit_side(spank_t sp) {
                 {"SLURM_VM_KERNEL", g_opt.kernel},
                 {"SLURM_VM_INITRD", g_opt.initrd},
                 {"SLURM_VM_CMDLINE", g_opt.cmdline},
-                {"SLURM_VM_IRQ_PROFILE", g_opt.irq_profile}};
+                {"SLURM_VM_IRQ_PROFILE", g_opt.irq_profile},
+                {"SLURM_VM_SAVE", g_opt.save}};
     for (auto& v : vars) {
         if (v.value.empty()) continue;
         if (spank_job_control_setenv(sp, v.name, v.value.c_str(), 1) != ESPANK_SUCCESS) {
@@ -315,6 +426,47 @@ extern "C" int slurm_spank_task_post_fork(spank_t sp, int, char**) {
     }
 }
 
+// In the task, as root, before Slurm drops to the step's user: for
+// --vm-console, the guest's console log (root:<job group>, which the user
+// cannot open) is opened here for a step of the job's owner or root, and the
+// descriptor handed to the task wrapper, which prints it.
+extern "C" int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
+    try {
+        if (spank_context() != S_CTX_REMOTE) return 0;
+        spank_unsetenv(sp, "SLURM_VM_CONSOLE_FD");
+        if (!g_opt.console) return 0;
+        uint32_t job = 0, step = 0, nodeid = 0;
+        uid_t uid = static_cast<uid_t>(-1);
+        if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) return -1;
+        if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return -1;
+        if (step == SLURM_EXTERN_CONT || step == SLURM_BATCH_SCRIPT) return 0;
+        if (spank_get_item(sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS) return -1;
+        if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS) return -1;
+        svm::JobPlan p;
+        std::string node;
+        if (!find_plan(job, nodeid, p, node)) {
+            slurm_error("slurm-vm: job %u runs no guest on this node: there is no console to show", job);
+            return -1;
+        }
+        if (!svm::console_allowed(uid, p.uid)) {
+            slurm_error("slurm-vm: job %u: the console of its guest is for its owner and root only", job);
+            return -1;
+        }
+        int fd = open(p.console_log().c_str(), O_RDONLY | O_NOFOLLOW);
+        if (fd < 0) {
+            slurm_error("slurm-vm: job %u: open %s: %m", job, p.console_log().c_str());
+            return -1;
+        }
+        spank_setenv(sp, "SLURM_VM_CONSOLE_FD", std::to_string(fd).c_str(), 1);
+        return 0;
+    } catch (const std::exception& e) {
+        slurm_error("slurm-vm: %s", e.what());
+        return -1;
+    } catch (...) {
+        return -1;
+    }
+}
+
 extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
     try {
         if (spank_context() != S_CTX_REMOTE) return 0;
@@ -329,7 +481,18 @@ extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
             // A VM job must never run on the host: if the job asked for a VM
             // but no guest was prepared here, fail the task.
             char* val = nullptr;
-            if (spank_option_getopt(sp, &k_options[0], &val) == ESPANK_SUCCESS && val && *val) {
+            bool asked = spank_option_getopt(sp, &k_options[0], &val) == ESPANK_SUCCESS && val && *val &&
+                         std::strcmp(val, svm::kNoVmImage) != 0;
+            char part[256] = "";
+            if (!asked && spank_getenv(sp, "SLURM_JOB_PARTITION", part, sizeof part) == ESPANK_SUCCESS) {
+                try {
+                    svm::NodeConfig c = svm::load_config(g_opt.config, "%n");
+                    const svm::PartitionPolicy* pp = c.site.find_partition(part);
+                    asked = pp && pp->mode == svm::VmMode::required;
+                } catch (const std::exception&) {
+                }
+            }
+            if (asked) {
                 slurm_error("slurm-vm: job %u: no guest was prepared on this node; the task does not run on the "
                             "host (check the node's Prolog and PrologFlags=Alloc,Contain)", job);
                 return -1;

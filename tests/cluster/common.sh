@@ -11,12 +11,18 @@ SVM_CTLD_PORT=17817
 SVM_DBD_PORT=17819
 SVM_SLURMD_PORT_FIRST=17821 # node1; node2 = +1, node3 = +2
 SVM_MYSQL_PORT=17806
+SVM_REGISTRY_PORT=17830 # docker-registry: registry images (--vm-image=docker://...)
 SVM_NODES=(node1 node2 node3)
 
-# Guest network: a namespace of our own with a bridge inside it.
-SVM_NETNS=slurmvm
-SVM_BRIDGE=svmbr0
-SVM_BRIDGE_ADDR=10.213.0.1/16
+# Guest network: each node's "host" network is a namespace of its own
+# (svmu-<node>, address 10.215.0.<n>/24 on veth u0) joined to the others by a
+# bridge in a further namespace (the underlay switch); the jobs' VXLAN
+# segments run between those addresses, so cross-node traffic really crosses
+# "hosts". The slurmd daemons themselves stay in this host's namespace.
+SVM_UNDERLAY_NS=svmunder
+SVM_UNDERLAY_BR=svmubr
+SVM_NODE_NS_PREFIX=svmu-
+SVM_NETNS=slurmvm # the former shared guest network: removed by down if found
 
 # Daemons started by `up` carry this variable in their environment (and so do
 # their children, e.g. slurmstepd), so that `down` can find exactly them.
@@ -63,7 +69,9 @@ marked_pids() {
 }
 
 # qemu_pids PATTERN...: pids of qemu-system-* processes whose command line
-# contains any PATTERN (fixed strings).
+# contains any PATTERN (fixed strings: directories), where that directory is
+# ours: a guest of another cluster on this host (in a mount namespace of its
+# own, with its own /run/slurm-vm) has the same paths but not the same files.
 qemu_pids() {
     local p cmd exe
     for p in /proc/[0-9]*; do
@@ -72,7 +80,10 @@ qemu_pids() {
         [[ "$(basename -- "$exe" 2>/dev/null)" == qemu-system* ]] || continue
         cmd="$( { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null)"
         for pat in "$@"; do
-            if [[ "$cmd" == *"$pat"* ]]; then echo "$p"; break; fi
+            [[ "$cmd" == *"$pat"* ]] || continue
+            [[ ! -e "$pat" || "/proc/$p/root$pat" -ef "$pat" ]] || continue
+            echo "$p"
+            break
         done
     done
 }

@@ -79,7 +79,9 @@ wait_clean() {
 }
 
 # What is left of job ID (empty = nothing): job dirs, ledgers, overlays,
-# leases, keepers, guests, share servers, cgroups and ACL entries on every node.
+# keepers, guests, share servers, cgroups, ACL entries on every node, and the
+# job's network: its namespaces (with their bridge, VXLAN, guard table) and
+# any VXLAN of the job's left in a node's underlay namespace.
 leftovers() {
     local id="$1" n out=""
     for n in "${SVM_NODES[@]}"; do
@@ -88,6 +90,10 @@ leftovers() {
         [[ -e "/var/lib/slurm-vm/$n/overlays/job_$id" ]] && out+=" $n:overlay"
     done
     if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
+    if ip netns list | grep -qE "^svmj${id}n[0-9]+( |$)"; then out+=" netns"; fi
+    for n in "${SVM_NODES[@]}"; do
+        ip -n "svmu-$n" link show "svx$(printf %x "$id")" >/dev/null 2>&1 && out+=" $n:vxlan"
+    done
     if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
     if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi
     if pgrep -f "^slurm-vm-virtiofsd:job=$id:" >/dev/null; then out+=" virtiofsd"; fi

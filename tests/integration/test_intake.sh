@@ -33,7 +33,10 @@ prolog_refuses "$wd/json.qcow2" "has a backing file (json:"
 prolog_refuses "$wd/dir.qcow2" "is a directory"
 prolog_refuses "$wd/fifo.qcow2" "FIFO"
 prolog_refuses "$wd/other.qcow2" "not readable by user $SVM_USER"
-prolog_refuses "relative.qcow2" "absolute"
+prolog_refuses "sub/relative.qcow2" "absolute"
+# A bare name reaching the node is a name of the site's catalogue (sbatch
+# makes file names absolute).
+prolog_refuses "relative.qcow2" "is not an image of this site's catalogue"
 pass "the prolog refuses hostile images as the user, with one sentence each, exit 0"
 
 # Race: the image passes sbatch's check, then is replaced before the job starts.

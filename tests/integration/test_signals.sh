@@ -15,6 +15,14 @@ while :; do sleep 1 & wait $!; done
 EOF
 chown -R "$SVM_USER:" "$wd"
 
+# 3. The time limit (a minute at least, Slurm's unit): submitted first, on
+# node3, so that it runs out while 1. and 2. run on node1 and node2.
+wd3="$(workdir)"
+cp "$wd/job.sh" "$wd3/job.sh"
+chown -R "$SVM_USER:" "$wd3"
+# shellcheck disable=SC2046
+limit_id="$(cd "$wd3" && as_user "$SVM_USER" sbatch --parsable -N1 -w node3 -t 1 $(vm_opts) job.sh)"
+log "job $limit_id with a 1-minute limit"
 
 # 1. The batch script.
 # shellcheck disable=SC2046
@@ -57,18 +65,13 @@ wait "$srun_pid" || true
 wait_clean "$sid" 60
 pass "job $sid: scancel --signal=USR1, job-wide then to the step, reached the srun task in its guest; the guest lived on"
 
-# 3. The time limit: Slurm's TERM reaches the batch script in its guest,
-# whose trap runs before the job ends.
-wd3="$(workdir)"
-cp "$wd/job.sh" "$wd3/job.sh"
-chown -R "$SVM_USER:" "$wd3"
-# shellcheck disable=SC2046
-id="$(cd "$wd3" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 1 $(vm_opts) job.sh)"
-log "job $id with a 1-minute limit"
+# 3. (submitted first) The time limit: Slurm's TERM reached the batch script
+# in its guest, whose trap ran before the job ended.
+id="$limit_id"
 wait_output "$wd3/slurm-$id.out" started "job $id" 600
 state="$(wait_job "$id" 300)"
 [[ "$state" == TIMEOUT ]] || fail "job $id ended $state, not TIMEOUT: $(cat "$wd3/slurm-$id.out")"
-grep -q "got TERM in node1-vm" "$wd3/slurm-$id.out" ||
+grep -q "got TERM in node3-vm" "$wd3/slurm-$id.out" ||
     fail "the time limit's TERM did not reach the script in its guest: $(cat "$wd3/slurm-$id.out")"
 wait_clean "$id" 60
 no_node_drained

@@ -79,14 +79,6 @@ bool valid_hex_bytes(const std::string& s, size_t n) {
 
 }  // namespace
 
-TempDir::TempDir() : path_(make_temp("svm-test")) {}
-TempDir::~TempDir() {
-    try {
-        remove_tree(path_);
-    } catch (...) {
-    }
-}
-
 FakeSysfs::FakeSysfs() : root_(make_temp("svm-sysfs")) {
     for (const char* d : {"sys/bus/pci/devices", "sys/bus/pci/drivers", "sys/devices/system/node", "sys/module",
                           "sys/kernel/mm/hugepages", "sys/class", "dev", "proc"})

@@ -15,16 +15,17 @@
 #include <vector>
 
 #include "pci_address.hpp"
+#include "support.hpp"
 #include "sysfs.hpp"
 
 namespace svm::test {
 
 struct FakeDevice {
-    std::string address;                 // "0000:3b:00.0"
+    std::string address;  // "0000:3b:00.0"
     uint16_t vendor = 0x10de;
     uint16_t device = 0x20b0;
     uint32_t klass = 0x030200;
-    std::string driver;                  // bound now; "" = none
+    std::string driver;                        // bound now; "" = none
     std::optional<std::string> native_driver;  // what a probe binds without override (default: driver)
     int numa_node = -1;
     std::string local_cpulist;           // default: the node's CPUs, else "0-15"
@@ -129,16 +130,6 @@ private:
     std::map<std::string, int> busy_;
     std::vector<std::string> log_;
     std::vector<std::string> refusals_;
-};
-
-// A temporary directory removed on scope exit (VF pool state, configs).
-class TempDir {
-public:
-    TempDir();
-    ~TempDir();
-    const std::string& path() const { return path_; }
-private:
-    std::string path_;
 };
 
 }  // namespace svm::test

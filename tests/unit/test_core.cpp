@@ -16,14 +16,7 @@
 #include "ledger.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
-
-namespace {
-std::string tempdir() {
-    char t[] = "/tmp/svm-unit-XXXXXX";
-    REQUIRE(mkdtemp(t));
-    return t;
-}
-}  // namespace
+#include "support.hpp"
 
 TEST_CASE("cpu lists round-trip and reject garbage", "[core]") {
     CHECK(svm::parse_cpulist("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
@@ -43,12 +36,14 @@ TEST_CASE("Slurm host lists expand like Slurm does", "[core]") {
 
 TEST_CASE("configuration: defaults, %n, unknown keys refused", "[core]") {
     auto c = svm::parse_config(R"({"state_dir": "/run/x/%n", "domain_type": "qemu",
-        "network": {"bridge": "br0", "prefix": "10.1.0.0/16"}})", "node7", "test.json");
+        "network": {"prefix": "10.1.0.0/16", "netns": "u-%n"}})", "node7", "test.json");
     CHECK(c.state_dir == "/run/x/node7");
     CHECK(c.job_dir(42) == "/run/x/node7/job_42");
     CHECK(c.ledger_path(42) == "/run/x/node7/ledger/job_42.json");
     CHECK(c.boot_timeout_s == 300);
-    CHECK(c.lease_dir() == "/run/x/leases-br0");
+    CHECK(c.network.netns == "u-node7");
+    CHECK(c.network.underlay == "%n");
+    CHECK(c.network.mtu == 1450);
     try {
         svm::parse_config(R"({"stat_dir": "/x"})", "n", "bad.json");
         FAIL("accepted an unknown key");
@@ -70,7 +65,8 @@ TEST_CASE("the example configurations in etc/ parse", "[core]") {
 }
 
 TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-unit");
+    std::string d = d_dir.path();
     std::string path = d + "/job_5.json";
     {
         auto l = svm::Ledger::load(path, 5);
@@ -102,31 +98,21 @@ TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
     CHECK_FALSE(svm::path_exists(path));
     auto l3 = svm::Ledger::load(path, 5);  // nothing left: a second epilog is a no-op
     CHECK(svm::undo_all(l3, ok).empty());
-    svm::remove_tree(d);
 }
 
-TEST_CASE("guest addresses are computed alike on every node and leased once", "[core]") {
-    auto a = svm::guest_address("10.213.0.0/16", 7, 0);
-    auto b = svm::guest_address("10.213.0.0/16", 7, 2);
-    CHECK(a.ip == "10.213.8.10");
-    CHECK(b.ip == "10.213.8.12");
-    CHECK(a.mac == "52:54:0a:d5:08:0a");
-    CHECK(svm::guest_address("10.213.0.0/16", 261, 0).ip == "10.213.8.10");  // 261 % 254 == 7: leases catch it
-    CHECK_THROWS_AS(svm::guest_address("10.213.0.0/24", 1, 0), svm::Error);
-    std::string d = tempdir();
-    std::string f = svm::take_lease(d, a.ip, "job 7 on n1");
-    CHECK(svm::take_lease(d, a.ip, "job 7 on n1") == f);  // the same owner again is fine
-    try {
-        svm::take_lease(d, a.ip, "job 261 on n1");
-        FAIL("lease taken twice");
-    } catch (const svm::Error& e) {
-        CHECK(std::string(e.what()).find("still held by job 7 on n1") != std::string::npos);
-    }
-    svm::release_lease(f, "job 261 on n1");  // not the owner: kept
-    CHECK(svm::path_exists(f));
-    svm::release_lease(f, "job 7 on n1");
-    CHECK_FALSE(svm::path_exists(f));
-    svm::remove_tree(d);
+TEST_CASE("guest addresses depend on the node index only; IPoIB's on the job too", "[core]") {
+    auto a = svm::segment_address("10.213.0.0/16", 0);
+    auto b = svm::segment_address("10.213.0.0/16", 300);
+    CHECK(a.ip == "10.213.0.10");
+    CHECK(a.mac == "52:54:00:00:00:0a");
+    CHECK(b.ip == "10.213.1.54");  // 310 = 1 * 256 + 54
+    CHECK(b.mac == "52:54:00:00:01:36");
+    auto last = svm::segment_address("10.213.0.0/16", svm::kMaxSegmentGuests - 1);
+    CHECK(last.ip == "10.213.255.253");
+    CHECK(last.ip != svm::segment_host_ip("10.213.0.0/16"));
+    CHECK_THROWS_AS(svm::segment_address("10.213.0.0/16", svm::kMaxSegmentGuests), svm::Error);
+    CHECK_THROWS_AS(svm::segment_address("10.213.0.0/24", 1), svm::Error);
+    CHECK(svm::fabric_address("10.214.0.0/16", 7, 2).ip == "10.214.8.12");
 }
 
 namespace {
@@ -189,7 +175,8 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     // The user's image: format pinned, and an explicitly empty backing chain.
     CHECK(x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
           std::string::npos);
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-unit");
+    std::string d = d_dir.path();
     svm::write_file_atomic(d + "/d.xml", x);
     auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
     INFO(r.out << r.err);
@@ -197,7 +184,6 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     s.type = "qemu";
     s.base_format = "vmdk";
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
-    svm::remove_tree(d);
 }
 
 TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everything", "[core]") {
@@ -224,7 +210,8 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
     auto syntax = svm::run({"/bin/sh", "-n"}, {.stdin_data = ud});
     CHECK(syntax.status == 0);
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-unit");
+    std::string d = d_dir.path();
     svm::build_seed_iso(p, k, d + "/seed.iso");
     auto r = svm::run({"isoinfo", "-d", "-i", d + "/seed.iso"});
     CHECK(r.out.find("Volume id: cidata") != std::string::npos);
@@ -232,7 +219,6 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(l.out.find("/user-data") != std::string::npos);
     CHECK(l.out.find("/meta-data") != std::string::npos);
     CHECK(l.out.find("/network-config") != std::string::npos);
-    svm::remove_tree(d);
 }
 
 TEST_CASE("the remote command recreates the task's environment and directory", "[core]") {
@@ -267,7 +253,8 @@ TEST_CASE("derived job keys are valid OpenSSH keys, the same on every node, dist
     CHECK(a.public_key != svm::job_user_key(std::string(48, 'x'), 42, 2001).public_key);
     auto h1 = svm::guest_host_key(secret, 42, "node1"), h2 = svm::guest_host_key(secret, 42, "node2");
     CHECK(h1.public_key != h2.public_key);
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-unit");
+    std::string d = d_dir.path();
     svm::write_file_atomic(d + "/k", a.private_key, 0600);
     // OpenSSH itself must accept the private key and derive the same public key.
     auto r = svm::run({"ssh-keygen", "-y", "-f", d + "/k"});
@@ -283,7 +270,6 @@ TEST_CASE("derived job keys are valid OpenSSH keys, the same on every node, dist
     auto fp = svm::run({"ssh-keygen", "-l", "-f", d + "/v.pub"});
     CHECK(fp.status == 0);
     CHECK(v.public_key.rfind("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINdamAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1Ea", 0) == 0);
-    svm::remove_tree(d);
 }
 
 TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, valid for libvirt", "[core]") {
@@ -301,14 +287,14 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
     CHECK(x.find("<hostdev mode='subsystem' type='pci' managed='no'>") != std::string::npos);
     CHECK(x.find("<address domain='0x0000' bus='0x3b' slot='0x00' function='0x1'/>") != std::string::npos);
     CHECK(x.find("<address domain='0x0000' bus='0x5e' slot='0x00' function='0x3'/>") != std::string::npos);
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-unit");
+    std::string d = d_dir.path();
     svm::write_file_atomic(d + "/d.xml", x);
     auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
     INFO(r.out << r.err);
     CHECK(r.status == 0);
     s.hostdevs = {{"nonsense", "gpu", 1}};
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
-    svm::remove_tree(d);
 }
 
 #include "doctor.hpp"
@@ -348,6 +334,13 @@ TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
         }
     }
     CHECK(fails == 5);  // prologflags, proctrack, prolog, epilog, plugstack
+    // RunInJob: no guest starts with it (Slurm 24.11), whatever else is set.
+    std::string in_job = good;
+    in_job.replace(in_job.find("Alloc,Contain"), 13, "Alloc,Contain,RunInJob");
+    auto j = svm::check_slurm_config(in_job, "required /usr/lib/slurm/slurm-vm.so\n");
+    REQUIRE(j.front().name == "slurm-prologflags");
+    CHECK(j.front().status == svm::CheckStatus::fail);
+    CHECK(j.front().fix.find("remove RunInJob") != std::string::npos);
 }
 
 TEST_CASE("the guest's state file: phases and reasons round-trip, a normal end is no failure", "[core]") {

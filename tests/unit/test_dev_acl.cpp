@@ -11,25 +11,25 @@
 #include "doctor.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "support.hpp"
 
 namespace {
 constexpr uid_t kNobodyish = 65534;
 constexpr gid_t kJobGid = 0x70000000u + 42;
 constexpr gid_t kOtherJobGid = 0x70000000u + 43;
 
-std::string temp_device_stand_in() {
-    char tmpl[] = "/tmp/svm-acl-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string f = svm::path_join(tmpl, "kvm");
+// A stand-in for /dev/kvm in `dir`.
+std::string temp_device_stand_in(const svm::test::TempDir& dir) {
+    std::string f = svm::path_join(dir.path(), "kvm");
     svm::write_file_atomic(f, "", 0600);  // like /dev/kvm on a node without udev rules
-    REQUIRE(chmod(tmpl, 0755) == 0);
     return f;
 }
 }  // namespace
 
 TEST_CASE("a job's group gets read/write on a 0600 device node and loses it again") {
     REQUIRE(geteuid() == 0);  // the unit tests run as root (they change identity)
-    std::string dev = temp_device_stand_in();
+    svm::test::TempDir tmp("svm-acl");
+    std::string dev = temp_device_stand_in(tmp);
     CHECK_FALSE(svm::accessible_rw_as(dev, kNobodyish, kJobGid));
 
     svm::grant_group_rw(dev, kJobGid);
@@ -51,13 +51,14 @@ TEST_CASE("a job's group gets read/write on a 0600 device node and loses it agai
     CHECK((st.st_mode & 07777) == 0600);
 
     svm::revoke_group(dev, kJobGid);  // idempotent
-    svm::remove_tree(dev.substr(0, dev.rfind('/')));
+    svm::remove_tree(tmp.path());
     svm::revoke_group(dev, kJobGid);  // the device is gone: nothing to do
 }
 
 TEST_CASE("doctor's kvm check: ACL entries work, an open device warns, an absent one fails for KVM guests") {
     REQUIRE(geteuid() == 0);
-    std::string dev = temp_device_stand_in();
+    svm::test::TempDir tmp("svm-acl");
+    std::string dev = temp_device_stand_in(tmp);
     svm::NodeConfig cfg;
     cfg.kvm_device = dev;
     auto one = [&] {
@@ -69,7 +70,7 @@ TEST_CASE("doctor's kvm check: ACL entries work, an open device warns, an absent
     CHECK_FALSE(svm::has_group_entry(dev, cfg.job_gid(0)));  // the check leaves nothing behind
     REQUIRE(chmod(dev.c_str(), 0666) == 0);
     CHECK(one().status == svm::CheckStatus::warn);
-    svm::remove_tree(dev.substr(0, dev.rfind('/')));
+    svm::remove_tree(tmp.path());
     cfg.domain_type = "kvm";
     CHECK(one().status == svm::CheckStatus::fail);
     cfg.domain_type = "qemu";

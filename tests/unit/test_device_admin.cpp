@@ -12,21 +12,13 @@
 #include "fs.hpp"
 #include "inventory.hpp"
 #include "proc.hpp"
+#include "support.hpp"
 
 using namespace svm;
 using namespace svm::test;
 
 static const std::string kFixtures = std::string(SVM_SOURCE_DIR) + "/tests/fixtures";
 static const std::string kAdmin = std::string(SVM_BINARY_DIR) + "/admin/slurm-vm";
-
-static std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.chain();
-    }
-    return "";
-}
 
 TEST_CASE("device configuration fixtures: valid ones parse, invalid ones are refused by name", "[devices]") {
     DeviceConfig full = load_device_config(kFixtures + "/devices/valid/full.json");

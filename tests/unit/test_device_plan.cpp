@@ -8,19 +8,11 @@
 #include "device_scenarios.hpp"
 #include "fs.hpp"
 #include "pci_device.hpp"
+#include "support.hpp"
 #include "vfio_binding.hpp"
 
 using namespace svm;
 using namespace svm::test;
-
-static std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.chain();
-    }
-    return "";
-}
 
 TEST_CASE("PCI addresses parse, format and refuse junk", "[devices]") {
     CHECK(PciAddress::parse("0000:3b:00.0").str() == "0000:3b:00.0");
@@ -33,8 +25,8 @@ TEST_CASE("PCI addresses parse, format and refuse junk", "[devices]") {
     CHECK(a.function == 7);
     CHECK(PciAddress::from_devfn(0, 0x5e, a.devfn()).str() == "0000:5e:1f.7");
     CHECK(PciAddress::from_devfn(0, 0x5e, 0x100).str() == "0000:5f:00.0");
-    for (const char* bad : {"", "0000:3b:00", "0000:3b:20.0", "0000:3b:00.8", "000:3b:00.0", "0000:3b:00.0 ",
-                            "zz:00.0", "0000:3b.00.0", "0000:0000:3b:00.0"}) {
+    for (const char* bad : {"", "0000:3b:00", "0000:3b:20.0", "0000:3b:00.8", "000:3b:00.0", "0000:3b:00.0 ", "zz:00.0",
+                            "0000:3b.00.0", "0000:0000:3b:00.0"}) {
         INFO(bad);
         CHECK_FALSE(PciAddress::try_parse(bad));
     }

@@ -3,28 +3,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "catch.hpp"
 #include <set>
 #include <sstream>
+#include "catch.hpp"
 
 #include "device_scenarios.hpp"
 #include "device_steps.hpp"
 #include "fs.hpp"
+#include "support.hpp"
 #include "vf_pool.hpp"
 
 using namespace svm;
 using namespace svm::test;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.chain();
-    }
-    return "";
-}
 
 // The ledger, as far as these tests need one: records kept in order.
 struct MiniLedger {

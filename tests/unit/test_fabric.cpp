@@ -34,18 +34,20 @@ svm::JobPlan fabric_plan() {
 TEST_CASE("network.fabric ipoib needs its prefix and the bridge", "[fabric]") {
     auto base = [](const std::string& net) { return "{\"network\": " + net + "}"; };
     auto c = svm::parse_config(
-        base(R"({"bridge": "br0", "prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"),
+        base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"),
         "node1", "test");
     CHECK(c.network.fabric == "ipoib");
     CHECK(c.network.fabric_prefix == "10.214.0.0/16");
-    CHECK(svm::parse_config(base(R"({"bridge": "br0", "prefix": "10.213.0.0/16"})"), "n", "t").network.fabric == "bridge");
-    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "ipoib"})"), "n", "t"),
+    CHECK(svm::parse_config(base(R"({"prefix": "10.213.0.0/16"})"), "n", "t").network.fabric == "segment");
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib"})"), "n", "t"),
                       Catch::Contains("needs network.fabric_prefix"));
     CHECK_THROWS_WITH(svm::parse_config(base(R"({"fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"), "n", "t"),
-                      Catch::Contains("needs network.bridge too"));
-    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "roce"})"), "n", "t"),
-                      Catch::Contains("must be \"bridge\" or \"ipoib\""));
-    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/24"})"),
+                      Catch::Contains("needs network.prefix too"));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "roce"})"), "n", "t"),
+                      Catch::Contains("must be \"segment\" or \"ipoib\""));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "prefix": "10.213.0.0/16"})"), "n", "t"),
+                      Catch::Contains("network.bridge is gone"));
+    CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/24"})"),
                                         "n", "t"),
                       Catch::Contains("/16"));
 }
@@ -84,4 +86,10 @@ TEST_CASE("the VM record says the fabric address, hugepages and the VF's profile
     CHECK(plain.find("fabric_ip") == std::string::npos);
     CHECK(plain.find("hugepage_kib") == std::string::npos);
     CHECK(plain.find("irq_profile") == std::string::npos);
+    CHECK(plain.find("\"source\"") == std::string::npos);
+    // A catalogue name or a registry reference: what the job named.
+    p.image_source = "docker://registry.example/hpc/rocky9:1";
+    CHECK(svm::vm_record(p, 10, 20, 4, 1024).find("\"source\":\"docker://registry.example/hpc/rocky9:1\"") !=
+          std::string::npos);
+    CHECK(svm::JobPlan::from_json(p.to_json(), "t").image_source == p.image_source);
 }

@@ -6,11 +6,11 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "proc.hpp"
+#include "support.hpp"
 
 TEST_CASE("atomic write replaces content and sets mode") {
-    char tmpl[] = "/tmp/svm-fs-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string dir = tmpl;
+    svm::test::TempDir tmp("svm-fs");
+    std::string dir = tmp.path();
     std::string f = svm::path_join(dir, "a.json");
     svm::write_file_atomic(f, "one", 0600);
     svm::write_file_atomic(f, "two", 0640);
@@ -22,9 +22,8 @@ TEST_CASE("atomic write replaces content and sets mode") {
 }
 
 TEST_CASE("mkdir_p makes the missing parents 0755 and only the directory itself private", "[fs]") {
-    char tmpl[] = "/tmp/svm-fs-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string top = tmpl;
+    svm::test::TempDir tmp("svm-fs");
+    std::string top = tmp.path();
     mode_t old = ::umask(0);
     svm::mkdir_p(top + "/shared/node1/log/", 0750);
     ::umask(old);
@@ -35,7 +34,6 @@ TEST_CASE("mkdir_p makes the missing parents 0755 and only the directory itself 
     CHECK((st.st_mode & 07777) == 0755);
     REQUIRE(::stat((top + "/shared/node1/log").c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0750);
-    svm::remove_tree(top);
 }
 
 TEST_CASE("read_file names the file in its error") {

@@ -11,6 +11,7 @@
 #include "fs.hpp"
 #include "guest_exec.hpp"
 #include "proc.hpp"
+#include "support.hpp"
 
 TEST_CASE("a signal sent with the signal command reaches the task and its children in the guest", "[exec]") {
     std::string pid_file = "/tmp/.svm-test-task." + std::to_string(::getpid());
@@ -76,9 +77,8 @@ TEST_CASE("the batch script, srun and the MPI hostfile reach the task through on
 }
 
 TEST_CASE("the batch script waits until the job's other guests accept logins", "[exec]") {
-    char t[] = "/tmp/svm-peers-XXXXXX";
-    REQUIRE(mkdtemp(t));
-    std::string d = t;
+    svm::test::TempDir tmp("svm-peers");
+    std::string d = tmp.path();
     // A stand-in for ssh: host "late" accepts the third login, "never" none.
     svm::write_file_atomic(d + "/ssh",
                            "#!/bin/sh\nfor a; do case \"$a\" in late|never|early) h=$a ;; esac; done\n"
@@ -105,5 +105,4 @@ TEST_CASE("the batch script waits until the job's other guests accept logins", "
     r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
     CHECK(r.out == "ran\n");
     CHECK(r.err.find("slurm-vm: guest never does not accept logins") != std::string::npos);
-    svm::remove_tree(d);
 }

@@ -1,49 +1,233 @@
+#include <unistd.h>
+
+#include <set>
+
 #include "catch.hpp"
 
+#include "config.hpp"
+#include "doctor.hpp"
+#include "fs.hpp"
 #include "guest_net.hpp"
+#include "proc.hpp"
 
 using namespace svm;
 
-TEST_CASE("tap names fit IFNAMSIZ and the job's pattern matches only its taps", "[net]") {
-    CHECK(guest_tap_name(0x1a, 0) == "svm1an0");
-    CHECK(guest_tap_name(0xffffffffu, 240).size() <= 15);
-    CHECK(guest_tap_pattern(0x1) == "svm1n*");  // "svm1an0" (job 0x1a) does not match
+namespace {
+
+std::vector<std::string> numbered(const std::string& stem, size_t n) {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(stem + std::to_string(i + 1));
+    return v;
 }
 
-TEST_CASE("the job filter admits only the job's own /24 and the gateway", "[net]") {
-    JobFilter f = job_filter("10.213.0.0/16", 300, "10.213.0.1");  // 300 % 254 + 1 = 47
-    CHECK(f.table == "svm_job_300");
-    CHECK(f.rules.find("iifname != \"svm12cn*\" accept") != std::string::npos);
-    CHECK(f.rules.find("ip saddr != 10.213.47.0/24 drop") != std::string::npos);
-    CHECK(f.rules.find("ip daddr 10.213.0.0/16 ip daddr != { 10.213.47.0/24, 10.213.0.1 } drop") != std::string::npos);
-    CHECK(f.rules.find("arp daddr ip 10.213.0.0/16 arp daddr ip != { 10.213.47.0/24, 10.213.0.1 } drop") !=
-          std::string::npos);
-    CHECK(f.rules.find("ether type != { ip, arp } drop") != std::string::npos);
-    // Re-running replaces the table instead of adding rules twice.
-    CHECK(f.rules.rfind("add table bridge svm_job_300\ndelete table bridge svm_job_300\n", 0) == 0);
-    JobFilter g = job_filter("10.213.0.0/16", 300, "");
-    CHECK(g.rules.find("!= { 10.213.47.0/24 } drop") != std::string::npos);
-    CHECK_THROWS_WITH(job_filter("10.213.0.0/24", 1, ""), Catch::Contains("must be an IPv4 /16"));
-    CHECK_THROWS(remove_job_filter("", "filter"));  // only our tables
+size_t count_of(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+    return n;
 }
 
-#include "doctor.hpp"
+}  // namespace
 
-TEST_CASE("doctor's network check names a missing bridge and a disabled isolation", "[net]") {
-    svm::NetworkConfig net;
-    net.bridge = "svm-no-such-br";
-    auto r = svm::check_guest_network(net);
-    REQUIRE(r.size() >= 2);
-    CHECK(r[0].name == "network bridge");
-    CHECK(r[0].status == svm::CheckStatus::fail);
-    CHECK(r[0].message == "bridge svm-no-such-br not found");
-    net.isolate_jobs = false;
-    auto off = svm::check_guest_network(net);
-    CHECK(off[1].status == svm::CheckStatus::warn);
-    CHECK(svm::check_guest_network(svm::NetworkConfig{})[0].status == svm::CheckStatus::warn);
-    // nft itself: works on this machine (the cluster's isolation needs it).
-    net.isolate_jobs = true;
-    auto on = svm::check_guest_network(net);
-    CHECK(on[1].name == "network isolation");
-    CHECK(on[1].status == svm::CheckStatus::ok);
+TEST_CASE("a 300-node job's plan: addresses, MACs and peers, alike on every node", "[net]") {
+    auto nodes = numbered("n", 300);
+    std::vector<std::string> under;
+    for (size_t i = 0; i < 300; ++i) under.push_back("192.168." + std::to_string(i / 200) + "." + std::to_string(i % 200 + 1));
+    JobSegment s = plan_segment(337, 250, nodes, under, "10.213.0.0/16", "u", 4789, 1450);
+    CHECK(s.vni == 337);
+    CHECK(s.netns == "svmj337n250");
+    CHECK(s.vxlan == "svx151");
+    CHECK(s.host_ip == "10.213.255.254");
+    REQUIRE(s.peers.size() == 300);
+    std::set<std::string> ips, macs;
+    for (const auto& p : s.peers) {
+        ips.insert(p.guest.ip);
+        macs.insert(p.guest.mac);
+        CHECK(p.guest.ip != s.host_ip);
+    }
+    CHECK(ips.size() == 300);
+    CHECK(macs.size() == 300);
+    CHECK(s.self().guest.ip == "10.213.1.4");  // 260 = 256 + 4
+    CHECK(s.self().underlay_ip == "192.168.1.51");
+    // Every other node computes the same plan (but its own index).
+    JobSegment t = plan_segment(337, 0, nodes, under, "10.213.0.0/16", "u", 4789, 1450);
+    for (size_t i = 0; i < 300; ++i) CHECK(t.peers[i].guest.mac == s.peers[i].guest.mac);
+    // Forwarding and neighbour entries: one per other node, to its underlay
+    // address; nothing flooded (no all-zero entry), nothing for itself.
+    std::string fdb = segment_fdb_batch(s), ipb = segment_ip_batch(s);
+    // (+ the head's host side: one forwarding entry for the VXLAN, one for
+    // the bridge, one neighbour; the head has those for every node.)
+    CHECK(count_of(fdb, "fdb replace ") == 299 + 2);
+    CHECK(count_of(ipb, "neigh replace ") == 299 + 1);
+    CHECK(fdb.find("fdb replace 52:54:01:00:00:0a dev svx151 master static\n") != std::string::npos);
+    CHECK(count_of(segment_fdb_batch(t), "fdb replace ") == 299 * 3);
+    CHECK(count_of(segment_ip_batch(t), "neigh replace ") == 299 * 2);
+    CHECK(segment_host_side(250).ip == "169.254.1.4");
+    CHECK(segment_host_side(250).mac == "52:54:01:00:01:04");
+    CHECK(fdb.find("00:00:00:00:00:00") == std::string::npos);
+    CHECK(fdb.find("fdb replace 52:54:00:00:00:0a dev svx151 dst 192.168.0.1 self permanent\n") != std::string::npos);
+    CHECK(fdb.find(s.self().guest.mac) == std::string::npos);
+    CHECK(ipb.find("neigh replace " + s.self().guest.ip + " ") == std::string::npos);
+    CHECK(ipb.find("addr add 10.213.255.254/16 dev svmbr\n") != std::string::npos);
+}
+
+TEST_CASE("jobs whose ids are equal modulo 254 get segments of their own", "[net]") {
+    auto nodes = numbered("node", 2);
+    std::vector<std::string> under = {"10.1.0.1", "10.1.0.2"};
+    JobSegment a = plan_segment(83, 0, nodes, under, "10.213.0.0/16", "", 4789, 1450);
+    JobSegment b = plan_segment(337, 0, nodes, under, "10.213.0.0/16", "", 4789, 1450);
+    CHECK(a.vni != b.vni);
+    CHECK(a.netns != b.netns);
+    CHECK(a.vxlan != b.vxlan);
+    CHECK(job_vni(1) == 1);
+    CHECK(job_vni(0xffffff) == 0xffffff);
+    CHECK(job_vni(0xffffff + 1) == 1);  // the only collision: ids 16,777,215 apart
+    CHECK(job_vni(67043328) <= 0xffffff);
+    CHECK_THROWS(plan_segment(1, 2, nodes, under, "10.213.0.0/16", "", 4789, 1450));
+    CHECK_THROWS(plan_segment(1, 0, nodes, {"10.1.0.1"}, "10.213.0.0/16", "", 4789, 1450));
+    CHECK_THROWS(remove_segment("other", "", "svx1"));  // only ours
+}
+
+TEST_CASE("the guard holds the tap to the guest's own MAC and address", "[net]") {
+    JobSegment s = plan_segment(9, 1, numbered("n", 2), {"10.1.0.1", "10.1.0.2"}, "10.213.0.0/16", "", 4789, 1450);
+    std::string r = segment_guard_rules(s);
+    CHECK(r.find("ether saddr != 52:54:00:00:00:0b drop") != std::string::npos);
+    CHECK(r.find("ip saddr != 10.213.0.11 drop") != std::string::npos);
+    CHECK(r.find("arp saddr ether != 52:54:00:00:00:0b drop") != std::string::npos);
+    CHECK(r.find("arp saddr ip != { 0.0.0.0, 10.213.0.11 } drop") != std::string::npos);
+    CHECK(r.find("ether type != { ip, arp } drop") != std::string::npos);
+    CHECK(r.find("ip daddr 169.254.0.0/16 drop") != std::string::npos);  // never the host sides
+    CHECK(count_of(r, "iifname \"svmtap\" jump from_guest") == 2);  // forwarded and to the host
+}
+
+TEST_CASE("network configuration: underlay as a template or a map; old keys refused", "[net]") {
+    auto c = parse_config(R"({"network": {"prefix": "10.213.0.0/16", "underlay": {"a": "10.0.0.1"}, "mtu": 1400}})",
+                          "a", "t");
+    CHECK(c.network.underlay_hosts.at("a") == "10.0.0.1");
+    CHECK(c.network.mtu == 1400);
+    CHECK_THROWS_WITH(parse_config(R"({"network": {"prefix": "10.213.0.0/16", "isolate_jobs": true}})", "a", "t"),
+                      Catch::Contains("network.isolate_jobs is gone"));
+    CHECK_THROWS_WITH(parse_config(R"({"network": {"prefix": "10.213.0.0/24"}})", "a", "t"),
+                      Catch::Contains("must be an IPv4 /16"));
+    CHECK(resolve_underlay("10.9.8.%n", "7") == "10.9.8.7");
+    CHECK(resolve_underlay("localhost", "x") == "127.0.0.1");
+    CHECK_THROWS_WITH(resolve_underlay("%n.invalid", "nosuch"), Catch::Contains("underlay address of node nosuch"));
+}
+
+TEST_CASE("doctor's network check: no network, a missing underlay namespace", "[net]") {
+    CHECK(check_guest_network(NetworkConfig{})[0].status == CheckStatus::warn);
+    NetworkConfig net;
+    net.prefix = "10.213.0.0/16";
+    net.netns = "svm-no-such-ns";
+    auto r = check_guest_network(net);
+    REQUIRE(r.size() >= 3);
+    CHECK(r[0].status == CheckStatus::fail);
+    CHECK(r[1].status == CheckStatus::ok);  // nft works here
+}
+
+// ---- On the real kernel: two "hosts" (underlay namespaces joined by a veth
+// pair), a "guest" namespace behind each job's tap.
+namespace {
+
+struct Sh {
+    static RunResult x(const std::string& cmd) {
+        RunOptions o;
+        o.timeout_ms = 30000;
+        o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+        return run({"bash", "-c", cmd}, o);
+    }
+};
+
+const char* kNs[] = {"svmtu-h1", "svmtu-h2", "svmtg-83-0", "svmtg-83-1", "svmtg-337-0", "svmtg-337-1"};
+
+struct Lab {
+    Lab() {
+        clean();
+        REQUIRE(Sh::x("ip netns add svmtu-h1 && ip netns add svmtu-h2 && "
+                      "ip -n svmtu-h1 link add u0 type veth peer name u0 netns svmtu-h2 && "
+                      "ip -n svmtu-h1 addr add 10.250.77.1/24 dev u0 && ip -n svmtu-h2 addr add 10.250.77.2/24 dev u0 && "
+                      "ip -n svmtu-h1 link set u0 up && ip -n svmtu-h2 link set u0 up").ok());
+    }
+    ~Lab() { clean(); }
+    static void clean() {
+        for (uint32_t j : {83u, 337u, 83u + 0xffffffu})
+            for (int i : {0, 1}) {
+                std::string ns = "svmj" + std::to_string(j) + "n" + std::to_string(i);
+                Sh::x("ip netns delete " + ns + " 2>/dev/null");
+            }
+        for (const char* n : kNs) Sh::x(std::string("ip netns delete ") + n + " 2>/dev/null");
+    }
+    // A guest: a namespace whose eth0 is the other end of the job's "svmtap".
+    static void guest(const JobSegment& s, const std::string& name) {
+        const GuestAddress& g = s.self().guest;
+        auto r = Sh::x("ip netns add " + name + " && ip -n " + s.netns + " link add svmtap type veth peer name eth0 netns " +
+                       name + " && ip -n " + s.netns + " link set svmtap master svmbr up && ip -n " + name +
+                       " link set eth0 address " + g.mac + " mtu 1450 up && ip -n " + name + " addr add " + g.ip +
+                       "/16 dev eth0 && ip -n " + name + " link set lo up");
+        REQUIRE(r.ok());
+    }
+    // TCP to a closed port: "refused" means the peer's kernel answered.
+    static bool reaches(const std::string& ns, const std::string& ip) {
+        auto r = Sh::x("ip netns exec " + ns + " timeout 3 bash -c 'exec 3<>/dev/tcp/" + ip + "/9' 2>&1");
+        return r.out.find("refused") != std::string::npos;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not another job's, not spoofed", "[net][root]") {
+    REQUIRE(::geteuid() == 0);
+    Lab lab;
+    std::vector<std::string> nodes = {"h1", "h2"}, under = {"10.250.77.1", "10.250.77.2"};
+    for (uint32_t job : {83u, 337u})
+        for (int i : {0, 1}) {
+            JobSegment s = plan_segment(job, i, nodes, under, "10.213.0.0/16", "svmtu-h" + std::to_string(i + 1), 4789, 1450);
+            setup_segment(s);
+            Lab::guest(s, "svmtg-" + std::to_string(job) + "-" + std::to_string(i));
+        }
+    // The same addresses in both jobs, each on its own segment.
+    CHECK(Lab::reaches("svmtg-83-0", "10.213.0.11"));
+    CHECK(Lab::reaches("svmtg-337-1", "10.213.0.10"));
+    // Nothing else is on a job's segment: job 83's guest 0 finds no third guest.
+    CHECK_FALSE(Lab::reaches("svmtg-83-0", "10.213.0.12"));
+    // The host side is the job's own namespace's (no other local user's): the
+    // underlay does not route to the guests.
+    CHECK_FALSE(Lab::reaches("svmtu-h1", "10.213.0.10"));
+    // A guest that sends with another MAC or another address: the peer
+    // counts what arrives (the replies could not come back anyway: the
+    // neighbour entries name the true ones).
+    REQUIRE(Sh::x("ip netns exec svmtg-83-1 nft 'add table inet t; add chain inet t c { type filter hook input priority 0; }; "
+                  "add rule inet t c ether saddr 52:54:00:00:00:0c counter; "
+                  "add rule inet t c ip saddr 10.213.0.20 counter'").ok());
+    REQUIRE(Sh::x("ip -n svmtg-83-0 addr add 10.213.0.20/16 dev eth0").ok());
+    auto arrived = [] {  // {from the spoofed MAC, from the spoofed address}
+        Sh::x("ip netns exec svmtg-83-0 timeout 2 socat -u OPEN:/dev/null TCP:10.213.0.11:9,bind=10.213.0.20");
+        Sh::x("ip -n svmtg-83-0 link set eth0 address 52:54:00:00:00:0c");
+        Sh::x("ip netns exec svmtg-83-0 timeout 2 bash -c 'exec 3<>/dev/tcp/10.213.0.11/9'");
+        Sh::x("ip -n svmtg-83-0 link set eth0 address 52:54:00:00:00:0a");
+        std::string c = Sh::x("ip netns exec svmtg-83-1 nft list chain inet t c").out;
+        size_t mac = c.find("ether saddr"), ip = c.find("ip saddr");
+        return std::make_pair(c.find("counter packets 0 ", mac) != mac + c.substr(mac).find("counter"),
+                              c.find("counter packets 0 ", ip) != ip + c.substr(ip).find("counter"));
+    };
+    auto guarded = arrived();
+    CHECK_FALSE(guarded.first);
+    CHECK_FALSE(guarded.second);
+    CHECK(Lab::reaches("svmtg-83-0", "10.213.0.11"));  // its own MAC and address still work
+    // Without the guard both would have arrived: the guard is what stops them.
+    REQUIRE(Sh::x("ip netns exec svmj83n0 nft delete table bridge svm_guard").ok());
+    auto open = arrived();
+    CHECK(open.first);
+    CHECK(open.second);
+    // Another live job with the same VNI on this node fails cleanly.
+    JobSegment clash = plan_segment(83 + 0xffffff, 0, nodes, under, "10.213.0.0/16", "svmtu-h1", 4789, 1450);
+    CHECK(clash.vni == 83);
+    CHECK_THROWS_AS(setup_segment(clash), VniInUse);
+    remove_segment(clash.netns, clash.underlay_netns, clash.vxlan);
+    CHECK(Lab::reaches("svmtg-83-0", "10.213.0.11"));  // the clash left job 83 alone
+    // Removal: twice is harmless; nothing of the job is left in the underlay.
+    for (int round = 0; round < 2; ++round)
+        for (int i : {0, 1}) remove_segment("svmj83n" + std::to_string(i), "svmtu-h" + std::to_string(i + 1), "svx53");
+    CHECK_FALSE(path_exists("/run/netns/svmj83n0"));
+    CHECK(Sh::x("ip -n svmtu-h1 -d link show type vxlan").out.find("vxlan id 83 ") == std::string::npos);
+    CHECK(Sh::x("ip -n svmtu-h1 -d link show type vxlan").out.empty());  // 337's lives in its namespace
 }

@@ -11,6 +11,7 @@
 
 #include "fs.hpp"
 #include "guest_sandbox.hpp"
+#include "support.hpp"
 
 namespace {
 // Runs fn in a child under the filter; its exit code.
@@ -34,9 +35,8 @@ int in_sandbox(Fn fn) {
 }  // namespace
 
 TEST_CASE("under the guest sandbox no file becomes setuid or setgid, ordinary modes still work") {
-    char tmpl[] = "/tmp/svm-sandbox-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string dir = tmpl, f = dir + "/f", g = dir + "/g";
+    svm::test::TempDir tmp("svm-sandbox");
+    std::string dir = tmp.path(), f = dir + "/f", g = dir + "/g";
     svm::write_file_atomic(f, "x", 0644);
     auto errno_of = [](int rc) { return rc == 0 ? 0 : errno; };
     CHECK(in_sandbox([&] { return errno_of(chmod(f.c_str(), 02755)); }) == EPERM);
@@ -59,5 +59,4 @@ TEST_CASE("under the guest sandbox no file becomes setuid or setgid, ordinary mo
               return fd < 0 ? errno : 0;
           }) == 0);
     CHECK(in_sandbox([&] { return open(f.c_str(), O_RDONLY) < 0 ? errno : 0; }) == 0);
-    svm::remove_tree(dir);
 }

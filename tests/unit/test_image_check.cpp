@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include "catch.hpp"
 #include <cstring>
 #include <map>
+#include "catch.hpp"
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -17,10 +17,12 @@
 #include "image_format.hpp"
 #include "proc.hpp"
 #include "sha256.hpp"
+#include "support.hpp"
 
 using svm::test::ImageCorpus;
 
 namespace {
+using svm::test::reason_of;
 
 svm::ImagePolicy test_policy() {
     svm::ImagePolicy p;
@@ -39,27 +41,17 @@ long now_ms() {
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-// The refusal sentence, or "" when the image is accepted.
-template <typename F>
-std::string verdict(F&& f) {
-    try {
-        f();
-        return "";
-    } catch (const svm::Error& e) {
-        return e.reason();
-    }
-}
 
 // check_image_fd as the current user, on an fd the test opens itself; a path that
 // cannot be opened (a socket) goes through open_image_as_self.
 std::string verdict_self(const std::string& path, const svm::ImagePolicy& policy) {
     svm::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (!fd) return verdict([&] { svm::open_image_as_self(path, policy); });
-    return verdict([&] { svm::check_image_fd(fd.get(), path, policy); });
+    if (!fd) return reason_of([&] { svm::open_image_as_self(path, policy); });
+    return reason_of([&] { svm::check_image_fd(fd.get(), path, policy); });
 }
 
 std::string verdict_nobody(const std::string& path, const svm::ImagePolicy& policy) {
-    return verdict([&] { svm::open_image_as_user(path, nobody(), policy); });
+    return reason_of([&] { svm::open_image_as_user(path, nobody(), policy); });
 }
 
 struct Case {
@@ -321,7 +313,7 @@ TEST_CASE("qemu-img runs with the format we detected forced, never probing", "[i
     CHECK(forced.full_backing_filename.empty());
     CHECK(forced.json.find("shadow") == std::string::npos);
     // Our header rule calls the file qcow2 (what its bytes say) and refuses it before qemu-img runs.
-    check_sentence(hostile, verdict([&] { svm::check_image_fd(fd.get(), hostile, policy); }),
+    check_sentence(hostile, reason_of([&] { svm::check_image_fd(fd.get(), hostile, policy); }),
                    std::string("has a backing file (/etc/shadow)") + kFlatten);
 
     // The exact command line, seen by a wrapper that records its arguments.
@@ -347,7 +339,7 @@ TEST_CASE("a FIFO is refused at once and never blocks", "[image]") {
     ::alarm(60);  // a hang kills the test run instead of blocking it
     long t0 = now_ms();
     check_sentence(fifo, verdict_nobody(fifo, policy), "is a FIFO, not a regular file");
-    check_sentence(fifo, verdict([&] { svm::open_image_as_self(fifo, policy); }), "is a FIFO, not a regular file");
+    check_sentence(fifo, reason_of([&] { svm::open_image_as_self(fifo, policy); }), "is a FIFO, not a regular file");
     check_sentence(fifo, verdict_self(fifo, policy), "is a FIFO, not a regular file");
     long elapsed = now_ms() - t0;
     ::alarm(0);
@@ -364,19 +356,19 @@ TEST_CASE("qemu-img that hangs, spins or fails is stopped and reported", "[image
     policy.qemu_img = write_script(c.dir() + "/qemu-img-hang", "sleep 30");
     policy.qemu_img_timeout_ms = 500;
     long t0 = now_ms();
-    check_sentence(good, verdict([&] { svm::check_image_fd(fd.get(), good, policy); }),
+    check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "took longer than 0.5 s to inspect with qemu-img");
     CHECK(now_ms() - t0 < 5000);
 
     policy = test_policy();
     policy.qemu_img = write_script(c.dir() + "/qemu-img-spin", "while :; do :; done");
     policy.qemu_img_cpu_s = 1;
-    check_sentence(good, verdict([&] { svm::check_image_fd(fd.get(), good, policy); }),
+    check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "made qemu-img exceed its CPU time limit of 1 s");
 
     policy = test_policy();
     policy.qemu_img_as_bytes = 16u << 20;  // far too little for qemu-img
-    std::string r = verdict([&] { svm::check_image_fd(fd.get(), good, policy); });
+    std::string r = reason_of([&] { svm::check_image_fd(fd.get(), good, policy); });
     check_sentence(good, r, "cannot be read as qcow2 by qemu-img (");
 
     // qemu-img disagreeing with the header (here: a lying wrapper) is a refusal.
@@ -384,16 +376,16 @@ TEST_CASE("qemu-img that hangs, spins or fails is stopped and reported", "[image
     policy.qemu_img = write_script(
         c.dir() + "/qemu-img-liar",
         "echo '{\"format\": \"qcow2\", \"virtual-size\": 67108864, \"backing-filename\": \"/etc/shadow\"}'");
-    check_sentence(good, verdict([&] { svm::check_image_fd(fd.get(), good, policy); }),
+    check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "has a backing file (/etc/shadow) according to qemu-img");
     policy.qemu_img = write_script(c.dir() + "/qemu-img-liar2",
                                    "echo '{\"format\": \"qcow2\", \"virtual-size\": 1, \"format-specific\": "
                                    "{\"type\": \"qcow2\", \"data\": {\"data-file\": \"/dev/sda\"}}}'");
-    check_sentence(good, verdict([&] { svm::check_image_fd(fd.get(), good, policy); }),
+    check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "has an external data file (/dev/sda) according to qemu-img");
     policy.qemu_img = write_script(c.dir() + "/qemu-img-liar3",
                                    "echo '{\"format\": \"raw\", \"virtual-size\": 67108864}'");
-    check_sentence(good, verdict([&] { svm::check_image_fd(fd.get(), good, policy); }),
+    check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "reads as raw of 67108864 bytes to qemu-img but as qcow2 of 67108864 bytes to its header");
 }
 
@@ -406,7 +398,7 @@ TEST_CASE("an image rewritten during the check is refused", "[image]") {
     policy.qemu_img = write_script(c.dir() + "/qemu-img-toucher",
                                    "printf x >> " + victim + "\nexec qemu-img \"$@\"");
     svm::UniqueFd fd(::open(victim.c_str(), O_RDONLY | O_CLOEXEC));
-    check_sentence(victim, verdict([&] { svm::check_image_fd(fd.get(), victim, policy); }),
+    check_sentence(victim, reason_of([&] { svm::check_image_fd(fd.get(), victim, policy); }),
                    "changed while it was being checked; submit again once nothing writes to it");
     ::unlink(victim.c_str());
 }
@@ -429,7 +421,7 @@ TEST_CASE("allowed directories and path syntax", "[image]") {
 
     std::string dotdot = c.path("allowed/../good.qcow2");
     check_sentence(dotdot, verdict_nobody(dotdot, policy), "contains a '..' component");
-    check_sentence(dotdot, verdict([&] { svm::open_image_as_self(dotdot, policy); }), "contains a '..' component");
+    check_sentence(dotdot, reason_of([&] { svm::open_image_as_self(dotdot, policy); }), "contains a '..' component");
     check_sentence("images/x.qcow2", verdict_nobody("images/x.qcow2", policy), "is not an absolute path");
     CHECK_NOTHROW(svm::check_image_path("/a/..b/c../.../x"));
     CHECK_THROWS(svm::check_image_path("/a/.."));
@@ -460,17 +452,11 @@ TEST_CASE("checking images leaves their bytes, owner, mode and mtime unchanged",
     }
 }
 
-TEST_CASE("image_digest is a sampled sha256 of size, first and last MiB", "[image]") {
+TEST_CASE("image_digest is the sha256 of every byte; cached per file version", "[image]") {
     auto& c = ImageCorpus::shared();
     auto independent = [](const std::string& content) {
-        std::string buf = "slurm-vm sampled sha256 v1\n";
-        uint64_t size = content.size();
-        for (int i = 0; i < 8; ++i) buf += static_cast<char>((size >> (8 * i)) & 0xff);
-        const size_t mib = 1 << 20;
-        if (content.size() <= 2 * mib) buf += content;
-        else buf += content.substr(0, mib) + content.substr(content.size() - mib);
-        auto r = svm::run({"sha256sum"}, {.stdin_data = buf});
-        return "sampled-sha256:" + r.out.substr(0, 64);
+        auto r = svm::run({"sha256sum"}, {.stdin_data = content});
+        return "sha256:" + r.out.substr(0, 64);
     };
     auto digest_of = [&](const std::string& name, const std::string& content) {
         svm::test::make_file(c.dir() + "/" + name, content, 0);
@@ -481,16 +467,37 @@ TEST_CASE("image_digest is a sampled sha256 of size, first and last MiB", "[imag
     };
     std::string small = "small image";
     CHECK(digest_of("d1", small) == independent(small));
-    std::string big(3 << 20, '\0');
+    std::string big(9 << 20, '\0');
     for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
     std::string d = digest_of("d2", big);
     CHECK(d == independent(big));
     std::string middle = big;
-    middle[big.size() / 2] ^= 1;  // sampled: the middle is not covered
-    CHECK(digest_of("d3", middle) == d);
-    std::string tail = big;
-    tail[big.size() - 1] ^= 1;
-    CHECK(digest_of("d4", tail) != d);
-    std::string longer = big + "x";
-    CHECK(digest_of("d5", longer) != d);
+    middle[big.size() / 2] ^= 1;  // every byte counts
+    CHECK(digest_of("d3", middle) != d);
+    CHECK(digest_of("d4", "") == independent(""));
+
+    // The cache: a second job reads the entry, not the file; a rewrite in
+    // place with the old mtime put back is hashed again (its ctime moved).
+    std::string cache = c.dir() + "/digest-cache", f = c.dir() + "/cached.img";
+    svm::test::make_file(f, small, 0);
+    svm::UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
+    CHECK(svm::cached_image_digest(fd.get(), cache) == independent(small));
+    auto entries = svm::list_dir(cache);
+    REQUIRE(entries.size() == 1);
+    struct stat cst;
+    REQUIRE(::stat(cache.c_str(), &cst) == 0);
+    CHECK((cst.st_mode & 0777) == 0700);
+    std::string planted = "sha256:" + std::string(64, 'a');
+    svm::write_file_atomic(cache + "/" + entries[0], planted + "\n", 0600);
+    CHECK(svm::cached_image_digest(fd.get(), cache) == planted);  // served from the cache
+    struct stat st;
+    REQUIRE(::fstat(fd.get(), &st) == 0);
+    ::usleep(20000);
+    svm::UniqueFd w(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
+    REQUIRE(::pwrite(w.get(), "SMALL", 5, 0) == 5);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    REQUIRE(::futimens(w.get(), times) == 0);
+    CHECK(svm::cached_image_digest(fd.get(), cache) == independent("SMALL image"));
+    ::unlink(f.c_str());
+    svm::remove_tree(cache);
 }

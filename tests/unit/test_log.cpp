@@ -12,19 +12,11 @@
 #include "job_record.hpp"
 #include "json.hpp"
 #include "log.hpp"
+#include "support.hpp"
 
 namespace {
 
-struct TempDir {
-    std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/svm-log-XXXXXX";
-        REQUIRE(mkdtemp(tmpl));
-        path = tmpl;
-        ::chmod(path.c_str(), 0755);
-    }
-    ~TempDir() { svm::remove_tree(path); }
-};
+using svm::test::TempDir;
 
 // Captures this process's stderr (fd 2) while alive.
 struct StderrCapture {
@@ -107,9 +99,9 @@ TEST_CASE("log line formats carry the program, the job and the node") {
 
 TEST_CASE("the logger writes stderr and the per-job file, created on the first line, 0640 in 0750") {
     TempDir t;
-    std::string log_dir = svm::path_join(t.path, "log");
+    std::string log_dir = svm::path_join(t.path(), "log");
     std::string file = svm::path_join(log_dir, "nodeA/job_42.log");
-    StderrCapture cap(t.path);
+    StderrCapture cap(t.path());
     svm::log::Setup s;
     s.program = "test-prog";
     s.job_id = 42;
@@ -160,25 +152,25 @@ TEST_CASE("the logger writes stderr and the per-job file, created on the first l
 
 TEST_CASE("a user's stderr-only logger never writes a file") {
     TempDir t;
-    StderrCapture cap(t.path);
+    StderrCapture cap(t.path());
     svm::log::Setup s;
     s.program = "slurm-vm-exec";
     s.job_id = 7;
     s.stderr_prefix = "slurm-vm: ";
     s.stderr_level = svm::log::Level::info;
     svm::log::init(s);
-    svm::log::add_job_file(svm::path_join(t.path, "log"));  // no node: no file
+    svm::log::add_job_file(svm::path_join(t.path(), "log"));  // no node: no file
     svm::log::debug("not shown");
     svm::log::error("the guest on node1 shut down or crashed");
     svm::log::shutdown();
     CHECK(cap.text() == "slurm-vm: job 7: the guest on node1 shut down or crashed\n");
-    CHECK_FALSE(svm::path_exists(svm::path_join(t.path, "log")));
+    CHECK_FALSE(svm::path_exists(svm::path_join(t.path(), "log")));
 }
 
 TEST_CASE("a per-job log file is never opened through a symlink or in a directory others control") {
     TempDir t;
-    std::string log_dir = svm::path_join(t.path, "log");
-    std::string target = svm::path_join(t.path, "victim");
+    std::string log_dir = svm::path_join(t.path(), "log");
+    std::string target = svm::path_join(t.path(), "victim");
     write_to(target, "precious\n");
     {
         auto fd = svm::log::open_job_log(log_dir, "n1", "job_1.log");
@@ -199,14 +191,14 @@ TEST_CASE("a per-job log file is never opened through a symlink or in a director
     CHECK(svm::read_file(target) == "precious\n");
 
     // A symlinked node directory.
-    std::string elsewhere = svm::path_join(t.path, "elsewhere");
+    std::string elsewhere = svm::path_join(t.path(), "elsewhere");
     svm::mkdir_p(elsewhere, 0750);
     REQUIRE(::symlink(elsewhere.c_str(), svm::path_join(log_dir, "n2").c_str()) == 0);
     CHECK_THROWS_WITH(svm::log::open_job_log(log_dir, "n2", "job_1.log"), Catch::Contains("symlink"));
     CHECK(svm::list_dir(elsewhere).empty());
 
     // A log_dir others may write to.
-    std::string open_dir = svm::path_join(t.path, "open");
+    std::string open_dir = svm::path_join(t.path(), "open");
     svm::mkdir_p(open_dir, 0755);
     ::chmod(open_dir.c_str(), 01777);
     CHECK_THROWS_WITH(svm::log::open_job_log(open_dir, "n1", "job_1.log"), Catch::Contains("written by others"));
@@ -228,12 +220,12 @@ TEST_CASE("a per-job log file is never opened through a symlink or in a director
 
 TEST_CASE("the logger reports a refused per-job file once and goes on") {
     TempDir t;
-    std::string log_dir = svm::path_join(t.path, "log");
+    std::string log_dir = svm::path_join(t.path(), "log");
     svm::mkdir_p(svm::path_join(log_dir, "nodeB"), 0750);
-    std::string target = svm::path_join(t.path, "victim");
+    std::string target = svm::path_join(t.path(), "victim");
     write_to(target, "precious\n");
     REQUIRE(::symlink(target.c_str(), svm::path_join(log_dir, "nodeB/job_9.log").c_str()) == 0);
-    StderrCapture cap(t.path);
+    StderrCapture cap(t.path());
     svm::log::Setup s;
     s.program = "test-prog";
     s.job_id = 9;
@@ -255,8 +247,8 @@ TEST_CASE("the logger reports a refused per-job file once and goes on") {
 
 TEST_CASE("a failed guest's console is kept for admins, its tail for the user") {
     TempDir t;
-    std::string log_dir = svm::path_join(t.path, "log");
-    std::string console = svm::path_join(t.path, "console.log");
+    std::string log_dir = svm::path_join(t.path(), "log");
+    std::string console = svm::path_join(t.path(), "console.log");
     std::string text;
     for (int i = 1; i <= 30; ++i) text += "boot line " + std::to_string(i) + "\n";
     write_to(console, text);
@@ -272,11 +264,11 @@ TEST_CASE("a failed guest's console is kept for admins, its tail for the user") 
     CHECK(got.find("(last 20 bytes)") != std::string::npos);
     CHECK(got.substr(got.size() - 13) == "boot line 30\n");
     // An empty console: nothing kept; a symlinked one: refused.
-    write_to(svm::path_join(t.path, "empty.log"), "");
-    CHECK(svm::log::keep_console(svm::path_join(t.path, "empty.log"), log_dir, "n1", 44).empty());
+    write_to(svm::path_join(t.path(), "empty.log"), "");
+    CHECK(svm::log::keep_console(svm::path_join(t.path(), "empty.log"), log_dir, "n1", 44).empty());
     CHECK_FALSE(svm::path_exists(svm::path_join(log_dir, "n1/job_44.console.log")));
-    REQUIRE(::symlink("/etc/shadow", svm::path_join(t.path, "link.log").c_str()) == 0);
-    CHECK_THROWS(svm::log::keep_console(svm::path_join(t.path, "link.log"), log_dir, "n1", 45));
+    REQUIRE(::symlink("/etc/shadow", svm::path_join(t.path(), "link.log").c_str()) == 0);
+    CHECK_THROWS(svm::log::keep_console(svm::path_join(t.path(), "link.log"), log_dir, "n1", 45));
 
     CHECK(svm::log::one_line("scontrol: error: a\nscontrol: fatal: b\n") == "scontrol: error: a | scontrol: fatal: b");
     CHECK(svm::log::tail_lines(text, 2) == "boot line 29\nboot line 30\n");
@@ -287,7 +279,7 @@ TEST_CASE("a failed guest's console is kept for admins, its tail for the user") 
 
 TEST_CASE("sweep prunes per-job log files of ended jobs past their age, nothing else") {
     TempDir t;
-    std::string d = svm::path_join(t.path, "n1");
+    std::string d = svm::path_join(t.path(), "n1");
     svm::mkdir_p(d, 0750);
     for (const char* n : {"job_1.log", "job_1.console.log", "job_2.log", "job_3.log", "notes.txt", "job_x.log"}) {
         write_to(svm::path_join(d, n), "x\n");
@@ -302,7 +294,7 @@ TEST_CASE("sweep prunes per-job log files of ended jobs past their age, nothing 
     CHECK(done == would);
     CHECK(svm::list_dir(d) == std::vector<std::string>{"job_2.log", "job_3.log", "job_x.log", "notes.txt"});
     CHECK(svm::log::prune_job_logs(d, 0, {}, ::time(nullptr), false).empty());  // 0 keeps all
-    CHECK(svm::log::prune_job_logs(svm::path_join(t.path, "missing"), 30, {}, ::time(nullptr), false).empty());
+    CHECK(svm::log::prune_job_logs(svm::path_join(t.path(), "missing"), 30, {}, ::time(nullptr), false).empty());
 }
 
 TEST_CASE("AdminComment: read from scontrol show job, tolerant of anything that is not ours") {

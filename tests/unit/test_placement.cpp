@@ -17,23 +17,19 @@
 #include "keeper.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "support.hpp"
 #include "vm_job.hpp"
 
 extern char** environ;
 
 namespace {
-
-std::string tempdir() {
-    char t[] = "/tmp/svm-place-XXXXXX";
-    REQUIRE(mkdtemp(t));
-    return t;
-}
+using svm::test::reason_of;
 
 // A node's hugepage state under a temporary root: pools per NUMA node and
 // system-wide, /proc/meminfo's default size, /proc/mounts.
 struct HugeTree {
-    std::string root = tempdir();
-    ~HugeTree() { svm::remove_tree(root); }
+    svm::test::TempDir tmp{"svm-place"};
+    std::string root = tmp.path();
     void pool(int node, int64_t kib, int64_t nr, int64_t free) {
         std::string dir = node >= 0 ? "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages"
                                     : "/sys/kernel/mm/hugepages";
@@ -48,20 +44,12 @@ struct HugeTree {
     }
 };
 
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const svm::Error& e) {
-        return e.reason();
-    }
-    return "";
-}
 
 bool validates(const std::string& xml) {
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-place");
+    std::string d = d_dir.path();
     svm::write_file_atomic(d + "/d.xml", xml);
     auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    svm::remove_tree(d);
     INFO(r.out << r.err);
     return r.status == 0;
 }
@@ -123,7 +111,7 @@ TEST_CASE("hugepages: the free pages of the guest's NUMA node decide and memory 
     CHECK(b.memory_mib == 3000);
     CHECK(b.note == "normal pages: NUMA node 1 has 1000 free 2048 KiB hugepages and the guest needs 1500 (3000 MiB)");
     // ... and required refuses with the same facts.
-    CHECK(error_of([&] { svm::choose_memory_backing(root, "required", 0, 1, 3000); }) ==
+    CHECK(reason_of([&] { svm::choose_memory_backing(root, "required", 0, 1, 3000); }) ==
           "hugepages are required by the node configuration, but NUMA node 1 has 1000 free 2048 KiB hugepages and "
           "the guest needs 1500 (3000 MiB)");
 
@@ -138,13 +126,13 @@ TEST_CASE("hugepages: the free pages of the guest's NUMA node decide and memory 
     CHECK(b.memory_mib == 3001);
 
     // 1 GiB pages: none offered, then offered but not mounted, then mounted.
-    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
                Catch::Contains("the kernel offers no 1 GiB hugepages on NUMA node 0"));
     t.pool(0, 1048576, 0, 0);
-    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
                Catch::Contains("no 1 GiB hugepages are reserved on NUMA node 0"));
     t.pool(0, 1048576, 16, 16);
-    CHECK_THAT(error_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
+    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
                Catch::Contains("no hugetlbfs with 1 GiB pages is mounted"));
     t.proc("mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
                      "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1G 0 0\n");
@@ -193,7 +181,7 @@ TEST_CASE("keeper: the guest's memory backing follows the plan and refusals name
 
     d = base_spec();
     d.memory_mib = 4096;  // 2048 pages, 1024 free
-    CHECK(error_of([&] { svm::back_guest_memory(d, p, root); }) ==
+    CHECK(reason_of([&] { svm::back_guest_memory(d, p, root); }) ==
           "node n1 cannot start the job's guest: hugepages are required by the node configuration, but NUMA node 1 "
           "has 1024 free 2048 KiB hugepages and the guest needs 2048 (4096 MiB) (a problem of the node, not of the "
           "job)");
@@ -286,9 +274,9 @@ TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host o
     CHECK(validates(svm::domain_xml(s)));
 
     s.hostdevs = {{"0000:3b:00.0", "gpu", 0}, {"0000:3b:00.0", "gpu", 0}};
-    CHECK_THAT(error_of([&] { svm::domain_xml(s); }), Catch::Contains("given twice"));
+    CHECK_THAT(reason_of([&] { svm::domain_xml(s); }), Catch::Contains("given twice"));
     s.hostdevs = {{"0000:3b:00.9", "gpu", 0}};
-    CHECK_THAT(error_of([&] { svm::domain_xml(s); }), Catch::Contains("bad PCI address 0000:3b:00.9"));
+    CHECK_THAT(reason_of([&] { svm::domain_xml(s); }), Catch::Contains("bad PCI address 0000:3b:00.9"));
 }
 
 TEST_CASE("a function whose NUMA node is unknown joins the switch of the guest memory's node", "[placement]") {
@@ -368,7 +356,7 @@ TEST_CASE("irq profiles follow the seed and unknown names are refused with the v
               {"adaptive-rx", "on"}, {"rx-usecs-low", "40"}, {"rx-usecs-high", "1000"}, {"rx-frames", "88"}});
     CHECK(svm::find_irq_profile("default")->settings.empty());
     CHECK(svm::find_irq_profile("fast") == nullptr);
-    CHECK(error_of([] { svm::require_irq_profile("fast", "--vm-irq-profile"); }) ==
+    CHECK(reason_of([] { svm::require_irq_profile("fast", "--vm-irq-profile"); }) ==
           "--vm-irq-profile \"fast\" is not an interrupt moderation profile; valid profiles: default, latency, "
           "throughput");
 
@@ -387,10 +375,10 @@ TEST_CASE("configuration: hugepages and hugepage_size_kib and irq_profile", "[pl
     CHECK(c.hugepages == "required");
     CHECK(c.hugepage_size_kib == 1048576);
     CHECK(c.irq_profile == "throughput");
-    CHECK_THAT(error_of([] { svm::parse_config(R"({"hugepages": "yes"})", "n", "x"); }),
+    CHECK_THAT(reason_of([] { svm::parse_config(R"({"hugepages": "yes"})", "n", "x"); }),
                Catch::Contains("\"hugepages\" must be \"off\", \"auto\" or \"required\""));
     CHECK_THROWS_AS(svm::parse_config(R"({"hugepage_size_kib": 3000})", "n", "x"), svm::Error);
-    CHECK_THAT(error_of([] { svm::parse_config(R"({"irq_profile": "fast"})", "n", "x"); }),
+    CHECK_THAT(reason_of([] { svm::parse_config(R"({"irq_profile": "fast"})", "n", "x"); }),
                Catch::Contains("valid profiles: default, latency, throughput"));
 }
 
@@ -466,7 +454,8 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
     // The script's logic, run here with its paths moved into a temporary tree:
     // an IPoIB interface found by its GUID, a driver that refuses adaptive-rx,
     // then an image without ethtool.
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-place");
+    std::string d = d_dir.path();
     std::string net = d + "/sys/class/net";
     svm::mkdir_p(net + "/eth0/device", 0755);
     svm::write_file_atomic(net + "/eth0/address", "52:54:00:00:00:01\n");
@@ -495,7 +484,6 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
     r = svm::run({"/bin/sh", "-c", "log() { echo \"slurm-vm: $*\"; }\nPATH=" + d + "/bin\n" + script + "echo after"});
     CHECK(r.out == "slurm-vm: interrupt moderation profile latency not applied: ethtool is not installed in the image\n"
                    "after\n");
-    svm::remove_tree(d);
 }
 
 TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, and the plan says so", "[placement]") {

@@ -8,13 +8,12 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "image_check.hpp"
+#include "support.hpp"
 
 TEST_CASE("reopening the checked image as the user: the same file passes, a swapped one is refused") {
     REQUIRE(geteuid() == 0);  // changes identity to open as the user
-    char tmpl[] = "/tmp/svm-reopen-XXXXXX";
-    REQUIRE(mkdtemp(tmpl));
-    std::string dir = tmpl, img = dir + "/img.raw";
-    REQUIRE(chmod(tmpl, 0755) == 0);
+    svm::test::TempDir tmp("svm-reopen");
+    std::string dir = tmp.path(), img = dir + "/img.raw";
     svm::write_file_atomic(img, std::string(4096, 'a'), 0644);
     struct stat st;
     REQUIRE(stat(img.c_str(), &st) == 0);
@@ -33,5 +32,4 @@ TEST_CASE("reopening the checked image as the user: the same file passes, a swap
     }
     REQUIRE(chmod(img.c_str(), 0600) == 0);  // and one the user cannot read is refused as such
     CHECK_THROWS_AS(svm::open_file_as_user(img, nobody), svm::Error);
-    svm::remove_tree(dir);
 }

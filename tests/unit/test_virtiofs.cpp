@@ -18,15 +18,10 @@
 #include "job_plan.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "support.hpp"
 #include "virtiofs.hpp"
 
 namespace {
-
-std::string tempdir() {
-    char t[] = "/tmp/svm-vfs-XXXXXX";
-    REQUIRE(mkdtemp(t));
-    return t;
-}
 
 svm::DomainSpec share_domain() {
     svm::DomainSpec s;
@@ -43,12 +38,12 @@ svm::DomainSpec share_domain() {
 }
 
 void validates(const std::string& xml) {
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-vfs");
+    std::string d = d_dir.path();
     svm::write_file_atomic(d + "/d.xml", xml);
     auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
     INFO(xml << r.out << r.err);
     CHECK(r.status == 0);
-    svm::remove_tree(d);
 }
 
 // "Uid:" or "Gid:" of /proc/PID/status: real, effective, saved, fs.
@@ -171,7 +166,8 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     if (::geteuid() != 0) FAIL("needs root (it starts virtiofsd as another user)");
     const uid_t uid = 65534;
     const gid_t gid = 65534, job_gid = 0x70000000u + 42;
-    std::string d = tempdir();
+    svm::test::TempDir d_dir("svm-vfs");
+    std::string d = d_dir.path();
     REQUIRE(::chmod(d.c_str(), 0755) == 0);
     std::string share = d + "/share";
     REQUIRE(::mkdir(share.c_str(), 0700) == 0);
@@ -212,7 +208,6 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     CHECK(r.status == 0);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    svm::remove_tree(d);
 }
 
 TEST_CASE("doctor: shares over virtio-fs need a virtiofsd", "[virtiofs]") {

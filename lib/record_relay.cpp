@@ -1,0 +1,299 @@
+#include "record_relay.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_net.hpp"
+#include "job_record.hpp"
+#include "log.hpp"
+#include "proc.hpp"
+
+namespace svm {
+
+RecordCollector::RecordCollector(const std::vector<std::string>& nodes) : nodes_(nodes.begin(), nodes.end()) {}
+
+bool RecordCollector::add(const std::string& node, const std::string& fields) {
+    json_error_t err;
+    Json j(json_loads(fields.c_str(), 0, &err));
+    std::lock_guard<std::mutex> l(m_);
+    if (!nodes_.count(node) || !j || !json_is_object(j.get())) return false;
+    auto it = entries_.find(node);
+    if (it == entries_.end()) {
+        entries_.emplace(node, std::move(j));
+    } else {
+        // A failure after the ready record: the error goes beside it.
+        const char* key;
+        json_t* val;
+        json_object_foreach(j.get(), key, val) json_object_set(it->second.get(), key, val);
+    }
+    pending_ = true;
+    return true;
+}
+
+size_t RecordCollector::count() const {
+    std::lock_guard<std::mutex> l(m_);
+    return entries_.size();
+}
+
+bool RecordCollector::complete() const {
+    std::lock_guard<std::mutex> l(m_);
+    return entries_.size() == nodes_.size();
+}
+
+bool RecordCollector::take_pending() {
+    std::lock_guard<std::mutex> l(m_);
+    bool was = pending_;
+    pending_ = false;
+    return was;
+}
+
+void RecordCollector::set_pending() {
+    std::lock_guard<std::mutex> l(m_);
+    pending_ = true;
+}
+
+bool RecordCollector::merge_into(json_t* root) {
+    std::lock_guard<std::mutex> l(m_);
+    bool changed = false;
+    for (const auto& [node, fields] : entries_) changed |= merge_node_record(root, node, fields.get(), true);
+    return changed;
+}
+
+namespace {
+
+RunOptions munge_options(const std::string& input) {
+    RunOptions o;
+    o.stdin_data = input;
+    o.timeout_ms = 20000;
+    o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    return o;
+}
+
+}  // namespace
+
+std::string seal_entry(const std::string& node, const std::string& fields) {
+    Json o(json_object());
+    json_object_set_new(o.get(), "node", json_string(node.c_str()));
+    json_object_set_new(o.get(), "fields", json_string(fields.c_str()));
+    RunResult r = run({"munge"}, munge_options(json_dump(o.get())));
+    if (!r.ok()) SVM_THROW("munge could not seal this node's VM record: " + trim(r.err + r.out));
+    return trim(r.out);
+}
+
+std::optional<SealedEntry> entry_of_unmunge(const std::string& out) {
+    size_t body = out.find("\n\n");
+    if (out.rfind("STATUS:", 0) != 0 || out.find("Success (0)") > out.find('\n') || body == std::string::npos)
+        return std::nullopt;
+    size_t uid = out.find("\nUID:");
+    if (uid == std::string::npos || uid > body) return std::nullopt;
+    std::string line = out.substr(uid + 1, out.find('\n', uid + 1) - uid - 1);
+    if (line.size() < 4 || line.substr(line.size() - 4) != " (0)") return std::nullopt;
+    json_error_t err;
+    Json j(json_loads(out.substr(body + 2).c_str(), 0, &err));
+    if (!j || !json_is_object(j.get())) return std::nullopt;
+    auto node = json_get_string(j.get(), "node"), fields = json_get_string(j.get(), "fields");
+    if (!node || !fields) return std::nullopt;
+    return SealedEntry{*node, *fields};
+}
+
+std::optional<SealedEntry> open_entry(const std::string& credential) {
+    RunResult r = run({"unmunge"}, munge_options(credential));
+    if (!r.ok()) {
+        log::warn("a VM record entry was refused: " + trim(r.err + r.out).substr(0, 200));
+        return std::nullopt;
+    }
+    return entry_of_unmunge(r.out);
+}
+
+namespace {
+
+sockaddr_in address_of(const std::string& ip) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(kRelayPort);
+    ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+    return sa;
+}
+
+bool write_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) return false;
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+}  // namespace
+
+bool send_entry(const std::string& head_ip, const std::string& credential, int timeout_ms,
+                const std::atomic<bool>* cancel) {
+    sockaddr_in sa = address_of(head_ip);
+    for (int waited = 0;; waited += 500) {
+        UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (s && ::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+            write_all(s.get(), credential)) {
+            ::shutdown(s.get(), SHUT_WR);
+            char ack[8];
+            if (::recv(s.get(), ack, sizeof ack, 0) > 0) return true;  // the head took it
+        }
+        if (waited >= timeout_ms || (cancel && *cancel)) return false;
+        ::usleep(500000);
+    }
+}
+
+int relay_listen(const std::string& ip) {
+    sockaddr_in sa = address_of(ip);
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(s, 128) != 0) {
+        log::warn("the VM record relay cannot listen on " + ip + ":" + std::to_string(kRelayPort) + ": " +
+                  std::string(strerror(errno)));
+        if (s >= 0) ::close(s);
+        return -1;
+    }
+    return s;
+}
+
+void relay_serve(int listen_fd, const std::function<void(const std::string&)>& on_credential) {
+    for (;;) {
+        int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return;
+        }
+        UniqueFd conn(c);
+        struct timeval tv {
+            5, 0
+        };
+        ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        std::string cred;
+        char buf[4096];
+        ssize_t n;
+        while (cred.size() < 65536 && (n = ::recv(c, buf, sizeof buf, 0)) > 0) cred.append(buf, static_cast<size_t>(n));
+        if (n == 0 && !cred.empty()) {
+            on_credential(cred);
+            write_all(c, "ok\n");
+        }
+    }
+}
+
+bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts) {
+    RunOptions ro;
+    ro.env = inherited_env({"PATH", "SLURM_CONF"});
+    ro.timeout_ms = 20000;
+    std::string job = std::to_string(job_id);
+    for (int attempt = 0; attempt < attempts; ++attempt) {
+        RunResult r = run({"scontrol", "show", "job", job}, ro);
+        if (!r.ok()) {
+            log::warn("AdminComment not updated: scontrol show job " + job + " failed: " + trim(r.err + r.out));
+            return false;
+        }
+        auto next = updated_admin_comment(admin_comment_of(r.out), [&](json_t* root) { c.merge_into(root); });
+        if (!next) return true;  // all in place
+        RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
+        if (!w.ok()) log::warn("AdminComment not updated: " + trim(w.err + w.out));
+        else log::info("VM record published in AdminComment: " + std::to_string(c.count()) + " node(s)");
+    }
+    return false;
+}
+
+RecordRelay::RecordRelay(uint32_t job_id, std::string node, int node_index, std::vector<std::string> nodes,
+                         std::string job_netns)
+    : job_id_(job_id),
+      node_(std::move(node)),
+      netns_(std::move(job_netns)),
+      index_(node_index),
+      nodes_(std::move(nodes)),
+      collector_(nodes_) {}
+
+RecordRelay::~RecordRelay() {
+    stop_ = true;
+    if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+    for (auto& t : threads_) t.detach();  // the process ends with the job
+}
+
+void RecordRelay::start() {
+    if (index_ != 0 || netns_.empty() || !threads_.empty()) return;
+    std::string ip = segment_host_side(0).ip;
+    std::thread([this, ip] {
+        try {
+            enter_netns(netns_);  // this thread only
+            listen_fd_ = relay_listen(ip);
+        } catch (const Error& e) {
+            log::warn("the VM record relay cannot start: " + e.chain());
+        }
+    }).join();
+    if (listen_fd_ < 0) return;
+    threads_.emplace_back([this] {
+        relay_serve(listen_fd_, [this](const std::string& cred) {
+            auto e = open_entry(cred);
+            if (!e || e->node == node_ || !collector_.add(e->node, e->fields))
+                log::warn("a VM record entry that is not one of the job's other nodes was dropped");
+        });
+    });
+    threads_.emplace_back([this] { writer_loop(); });
+}
+
+// Writes when every node's entry is in, else at most every 5 s.
+void RecordRelay::writer_loop() {
+    long last = 0;
+    for (long t = 0; !stop_; ++t) {
+        ::usleep(250000);
+        if ((!collector_.complete() && t - last < 20) || !collector_.take_pending()) continue;
+        std::lock_guard<std::mutex> l(write_m_);
+        if (!publish_collected(job_id_, collector_)) collector_.set_pending();
+        last = t;
+    }
+}
+
+void RecordRelay::flush() {
+    if (index_ != 0 || listen_fd_ < 0) return;
+    std::lock_guard<std::mutex> l(write_m_);
+    if (collector_.take_pending()) publish_collected(job_id_, collector_);
+}
+
+void RecordRelay::submit(const std::string& fields, bool last, const std::atomic<bool>* cancel) {
+    if (index_ == 0 && listen_fd_ >= 0) {
+        collector_.add(node_, fields);
+        if (last) {
+            std::lock_guard<std::mutex> l(write_m_);
+            collector_.take_pending();
+            publish_collected(job_id_, collector_);
+        }
+        return;
+    }
+    bool sent = false;
+    if (index_ > 0 && !netns_.empty()) {
+        std::thread([&] {
+            try {
+                std::string cred = seal_entry(node_, fields);
+                enter_netns(netns_);  // this thread only
+                sent = send_entry(segment_host_side(0).ip, cred, last ? 20000 : 300000, cancel);
+            } catch (const Error& e) {
+                log::warn("the VM record entry was not handed over: " + e.chain());
+            }
+        }).join();
+        if (cancel && *cancel) return;
+        if (sent) log::info("VM record entry handed to the job's head node " + nodes_.front());
+    }
+    if (!sent) {
+        if (!netns_.empty()) log::warn("the job's head node took no VM record entry: writing it directly");
+        PublishOptions po = last ? PublishOptions::for_error() : PublishOptions();
+        po.replace = true;
+        publish_node_record(job_id_, node_, fields, po);
+    }
+}
+
+}  // namespace svm
