@@ -190,6 +190,36 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
     return collect(pid, pp.in[1], pp.out[0], pp.err[0], opts.stdin_data, opts.timeout_ms);
 }
 
+void spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
+    if (argv.empty() || argv[0].empty() || argv[0][0] != '/') SVM_THROW("spawn_detached: not an absolute path");
+    std::vector<char*> cargv;  // built before fork: nothing is allocated after it
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) SVM_THROW_ERRNO("fork");
+    if (pid == 0) {
+        ::setsid();
+        if (::fork() != 0) _exit(0);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+        int in = ::open("/dev/null", O_RDONLY);
+        int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
+        if (in >= 0) ::dup2(in, 0);
+        if (out >= 0) {
+            ::dup2(out, 1);
+            ::dup2(out, 2);
+        }
+        ::close_range(3, ~0U, 0);
+        ::execv(cargv[0], cargv.data());
+        child_fail(2, cargv[0]);
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+}
+
 std::string run_checked(const std::vector<std::string>& argv, const RunOptions& opts) {
     RunResult r = run(argv, opts);
     if (r.timed_out) SVM_THROW(argv[0] + " timed out after " + std::to_string(opts.timeout_ms / 1000) + " s");

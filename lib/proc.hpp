@@ -56,6 +56,13 @@ RunResult run_function_as(const Credentials& as, const std::function<int(int out
 // Drops privileges of the current process for good (setgroups, setresgid, setresuid).
 void drop_privileges(const Credentials& as);
 
+// Starts argv[0] (an absolute path) detached: a session of its own, not this
+// process's child (double fork), default signal dispositions, stdin from
+// /dev/null, stdout and stderr appended to `log` (created 0600, not through a
+// link), no other descriptor, this process's environment. Returns once it is
+// started; exec failures end up in the log.
+void spawn_detached(const std::vector<std::string>& argv, const std::string& log);
+
 std::string shell_quote(const std::string& s);
 
 // The monotonic clock in milliseconds (timeouts, durations).
