@@ -7,6 +7,7 @@
 #include "guest_net.hpp"
 #include "hugepages.hpp"
 #include "irq_profile.hpp"
+#include "json_schema.hpp"
 
 namespace svm {
 
@@ -186,6 +187,9 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/') SVM_THROW("oci.cache_dir must be an absolute path");
         }
         c.site = parse_site_catalogue(json_object_get(root.get(), "images"), json_object_get(root.get(), "partitions"));
+        // The schema in etc/ states the same rules for admins and editors;
+        // what the parser above let through, the schema may still refuse.
+        validate_node_config(root.get());
     } catch (Error& e) {
         SVM_CONTEXT(e, shown);
         throw;
