@@ -382,320 +382,385 @@ static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const 
     }
 }
 
-PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
-    PrologResult result;
-    // The site's policy for the partition the job runs in: its default image,
-    // a catalogue name resolved, or a refusal (--vm-image=none where a VM is
-    // required). The user's own kernel, initrd and command line win.
-    JobRequest req = request;
-    VmChoice choice = choose_vm(cfg.site, req.image, {req.partition});
-    if (!choice.vm && choice.refusal.empty()) return result;  // a plain job: nothing to do
+namespace {
+
+// What the prolog's steps share while they prepare one job's guest.
+struct Preparation {
+    const NodeConfig& cfg;
+    JobRequest req;                  // with the site's choice applied
+    VmChoice choice;                 // the partition's policy for the job
+    Ledger ledger;                   // every host change, recorded before it is made
+    std::vector<std::string> nodes;  // the job's nodes, in order
+    JobPlan p;
+    Credentials who;                // the job's user
+    UniqueFd kernel_fd, initrd_fd;  // opened as the user
+    std::string secret, known_hosts;
+    KeyPair user_key, host_key;
+    gid_t qgid = 0;  // the guest's group: the job's own
+    log::Steps steps;
+};
+
+// The site's policy for the partition the job runs in: its default image,
+// a catalogue name resolved, or a refusal (--vm-image=none where a VM is
+// required). The user's own kernel, initrd and command line win.
+void apply_choice(JobRequest& req, const VmChoice& choice) {
     req.image = choice.image;
     if (req.kernel.empty() && req.initrd.empty()) {
         req.kernel = choice.kernel;
         req.initrd = choice.initrd;
     }
     if (req.cmdline.empty()) req.cmdline = choice.cmdline;
-    log::debug("preparing the guest");
-    log::Steps steps;
+}
 
+// The job's ledger on this node, empty: what an earlier prolog of the same
+// job id left (requeue, crash) is undone first.
+Ledger fresh_ledger(const NodeConfig& cfg, uint32_t job_id) {
     mkdir_p(cfg.state_dir, 0755);
     mkdir_p(cfg.ledger_dir(), 0700);
-    Ledger ledger = Ledger::load(cfg.ledger_path(req.job_id), req.job_id);
-    if (!ledger.entries().empty()) {
-        // A previous prolog of this job id left state (requeue, crash): clean first.
-        auto failures = teardown_job(cfg, req.job_id);
-        if (!failures.empty()) SVM_THROW("leftovers of an earlier run of job " + std::to_string(req.job_id) +
-                                         " could not be removed: " + failures.front());
-        ledger = Ledger::load(cfg.ledger_path(req.job_id), req.job_id);
-    }
+    Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
+    if (ledger.entries().empty()) return ledger;
+    auto failures = teardown_job(cfg, job_id);
+    if (!failures.empty())
+        SVM_THROW("leftovers of an earlier run of job " + std::to_string(job_id) +
+                  " could not be removed: " + failures.front());
+    return Ledger::load(cfg.ledger_path(job_id), job_id);
+}
 
-    JobPlan p;
-    p.job_id = req.job_id;
-    p.node = req.node;
-    p.dir = cfg.job_dir(req.job_id);
-    p.boot_timeout_s = cfg.boot_timeout_s;
-    std::vector<std::string> nodes = expand_hostlist(req.nodelist.empty() ? req.node : req.nodelist);
+// The plan's first facts: the job, this node and its place in the job.
+void place_node(Preparation& s) {
+    JobPlan& p = s.p;
+    p.job_id = s.req.job_id;
+    p.node = s.req.node;
+    p.dir = s.cfg.job_dir(s.req.job_id);
+    p.boot_timeout_s = s.cfg.boot_timeout_s;
+    s.nodes = expand_hostlist(s.req.nodelist.empty() ? s.req.node : s.req.nodelist);
     p.node_index = -1;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-        if (nodes[i] == req.node) p.node_index = static_cast<int>(i);
+    for (size_t i = 0; i < s.nodes.size(); ++i)
+        if (s.nodes[i] == s.req.node) p.node_index = static_cast<int>(i);
+    if (p.node_index < 0) SVM_THROW("node " + s.req.node + " is not in the job's node list " + s.req.nodelist);
+}
+
+// A refused VM job must never run on the host: leave a plan (so the plugin
+// still wraps every task) whose state carries the reason; the task wrapper
+// prints it and fails, the keeper does nothing.
+PrologResult refused(const JobPlan& p, const std::string& why) {
+    make_job_dir(p.dir, p.uid);
+    write_file_atomic(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
+    JobPlan stub;
+    stub.job_id = p.job_id;
+    stub.node = p.node;
+    stub.node_index = p.node_index;
+    stub.dir = p.dir;
+    stub.boot_timeout_s = p.boot_timeout_s;
+    write_file_atomic(stub.plan_file(), stub.to_json(), 0644);
+    return {PrologStatus::refused, why};
+}
+
+// The job directory (recorded first) and who the job's user is.
+void make_job_dir_for_user(Preparation& s) {
+    JobPlan& p = s.p;
+    s.ledger.set_meta("node", s.req.node);
+    s.ledger.record("job_dir", [&] {
+        Json d(json_object());
+        json_object_set_new(d.get(), "path", json_string(p.dir.c_str()));
+        return d;
+    }());
+    remove_tree(p.dir);
+    s.who = credentials_for(s.req.uid,
+                            s.req.gid == static_cast<gid_t>(-1) ? std::nullopt : std::optional<gid_t>(s.req.gid));
+    make_job_dir(p.dir, s.who.uid);
+    p.uid = s.who.uid;
+    p.gid = s.who.gid;
+    p.user = s.who.user;
+    if (!s.req.user.empty() && s.req.user != s.who.user)
+        SVM_THROW("SLURM_JOB_USER " + s.req.user + " does not match uid " + std::to_string(s.req.uid));
+    struct passwd* pw = ::getpwuid(s.who.uid);
+    p.home = pw && pw->pw_dir ? pw->pw_dir : "/";
+    struct group* g = ::getgrgid(s.who.gid);
+    p.group = g ? g->gr_name : p.user;
+    p.workdir = s.req.workdir;
+}
+
+// Shares: expanded, absolute, deduplicated, none inside another, each
+// checked against the user's rights.
+void plan_shares(Preparation& s) {
+    JobPlan& p = s.p;
+    std::vector<std::string> want;
+    for (const auto& share : s.cfg.shares) {
+        std::string d = share == "%h" ? p.home : share == "%w" ? p.workdir : share;
+        while (d.size() > 1 && d.back() == '/') d.pop_back();
+        if (d.empty() || d[0] != '/' || d == "/" || d.find("/../") != std::string::npos) continue;
+        want.push_back(d);
     }
-    if (p.node_index < 0) SVM_THROW("node " + req.node + " is not in the job's node list " + req.nodelist);
-    auto refuse = [&](const std::string& why) {
-        result.status = PrologStatus::refused;
-        result.reason = why;
-        // A refused VM job must never run on the host: leave a plan (so the
-        // plugin still wraps every task) whose state carries the reason; the
-        // task wrapper prints it and fails, the keeper does nothing.
-        make_job_dir(p.dir, p.uid);
-        write_file_atomic(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
-        JobPlan stub;
-        stub.job_id = p.job_id;
-        stub.node = p.node;
-        stub.node_index = p.node_index;
-        stub.dir = p.dir;
-        stub.boot_timeout_s = p.boot_timeout_s;
-        write_file_atomic(stub.plan_file(), stub.to_json(), 0644);
-        return result;
-    };
+    std::sort(want.begin(), want.end());
+    for (const auto& d : want) {
+        bool inside = false;
+        for (const auto& k : p.shares)
+            if (d == k || d.rfind(k + "/", 0) == 0) inside = true;
+        if (!inside) p.shares.push_back(d);
+    }
+    for (const auto& d : p.shares) check_share(d, s.who, s.cfg);
+    p.shares_via = s.cfg.shares_via;
+    if (!p.shares.empty() && p.shares_via == "virtiofs") p.virtiofsd = find_virtiofsd(s.cfg.virtiofsd);
+}
 
+// The image (pulled first when it is a registry's), kernel and initrd,
+// opened and checked with the user's credentials only; every failure here
+// is about what the user gave.
+void check_request_as_user(Preparation& s) {
+    JobRequest& req = s.req;
+    ImageInfo info;
+    std::string digest, image_source = s.choice.image_name;
     try {
-        ledger.set_meta("node", req.node);
-        ledger.record("job_dir", [&] {
-            Json d(json_object());
-            json_object_set_new(d.get(), "path", json_string(p.dir.c_str()));
-            return d;
-        }());
-        remove_tree(p.dir);
-
-        Credentials who = credentials_for(req.uid, req.gid == static_cast<gid_t>(-1) ? std::nullopt
-                                                                                       : std::optional<gid_t>(req.gid));
-        make_job_dir(p.dir, who.uid);
-        p.uid = who.uid;
-        p.gid = who.gid;
-        p.user = who.user;
-        if (!req.user.empty() && req.user != who.user)
-            SVM_THROW("SLURM_JOB_USER " + req.user + " does not match uid " + std::to_string(req.uid));
-        {
-            struct passwd* pw = ::getpwuid(who.uid);
-            p.home = pw && pw->pw_dir ? pw->pw_dir : "/";
-            struct group* g = ::getgrgid(who.gid);
-            p.group = g ? g->gr_name : p.user;
+        ImagePolicy policy = policy_of(s.cfg);
+        std::string oci_digest;
+        if (is_registry_ref(req.image)) {
+            // Into the node's cache (shared by jobs, by digest), then checked like any image.
+            image_source = req.image;
+            CachedOciImage oci = pull_oci_disk(s.cfg.oci, req.image, oci_entries_in_use(s.cfg));
+            req.image = oci.path;
+            oci_digest = oci.digest;
+            if (!policy.allowed_dirs.empty()) policy.allowed_dirs.push_back(s.cfg.oci.cache_dir);
         }
-        p.workdir = req.workdir;
-        // Shares: expanded, absolute, deduplicated, none inside another.
-        {
-            std::vector<std::string> want;
-            for (const auto& s : cfg.shares) {
-                std::string d = s == "%h" ? p.home : s == "%w" ? p.workdir : s;
-                while (d.size() > 1 && d.back() == '/') d.pop_back();
-                if (d.empty() || d[0] != '/' || d == "/" || d.find("/../") != std::string::npos) continue;
-                want.push_back(d);
-            }
-            std::sort(want.begin(), want.end());
-            for (const auto& d : want) {
-                bool inside = false;
-                for (const auto& k : p.shares)
-                    if (d == k || d.rfind(k + "/", 0) == 0) inside = true;
-                if (!inside) p.shares.push_back(d);
-            }
-            for (const auto& d : p.shares) check_share(d, who, cfg);
-            p.shares_via = cfg.shares_via;
-            if (!p.shares.empty() && p.shares_via == "virtiofs") p.virtiofsd = find_virtiofsd(cfg.virtiofsd);
+        CheckedImage ci = open_image_as_user(req.image, s.who, policy);
+        info = ci.info;
+        digest = !oci_digest.empty() ? oci_digest  // the OCI manifest's
+                                     : cached_image_digest(ci.fd.get(), path_join(s.cfg.state_dir, "digests"));
+        if (!req.kernel.empty()) s.kernel_fd = open_boot_file_as_user(req.kernel, s.who, "kernel");
+        if (!req.initrd.empty()) s.initrd_fd = open_boot_file_as_user(req.initrd, s.who, "initrd");
+        if (!req.initrd.empty() && req.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
+        if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
+        if (!req.save.empty()) check_save_path(req.save);
+    } catch (const Error& e) {
+        throw UserError(e);
+    }
+    JobPlan& p = s.p;
+    p.image = req.image;
+    p.image_source = image_source;
+    p.image_format = format_name(info.format);
+    p.image_virtual_size = info.virtual_size;
+    p.image_digest = digest;
+    p.image_identity = info.identity;
+    p.kernel = req.kernel;
+    p.initrd = req.initrd;
+    p.kernel_copy = req.kernel.empty() ? "" : path_join(p.dir, "kernel");
+    p.initrd_copy = req.initrd.empty() ? "" : path_join(p.dir, "initrd");
+    p.cmdline = req.cmdline.empty() ? s.cfg.default_cmdline : req.cmdline;
+    p.irq_profile = req.irq_profile.empty() ? s.cfg.irq_profile : req.irq_profile;
+    if (p.node_index == 0) p.save_path = req.save;  // the head guest's disk
+}
+
+// The guest's names and the node's settings it runs with.
+void name_guest(Preparation& s) {
+    JobPlan& p = s.p;
+    const NodeConfig& cfg = s.cfg;
+    p.hostname = s.req.node + "-vm";
+    p.domain_name = "slurm-vm-" + std::to_string(s.req.job_id) + "-" + s.req.node;
+    p.domain_type = cfg.domain_type;
+    p.emulator = cfg.emulator;
+    p.boot_timeout_s = cfg.boot_timeout_s;
+    p.memory_overhead_mib = cfg.memory_overhead_mib;
+    p.min_guest_memory_mib = cfg.min_guest_memory_mib;
+    p.default_guest_memory_mib = cfg.default_guest_memory_mib;
+}
+
+// Keys, derived from the site secret: the same on every node of the job, so
+// guests trust each other's host keys and the job's user key. Then the
+// guest's identity: the user (the shares give the guest the user's rights)
+// with the job's own group, which no other job and no login session has: the
+// overlay, seed and libvirt's files are the job's group's, and so is the
+// guest's access to host devices.
+void make_keys_and_identity(Preparation& s) {
+    JobPlan& p = s.p;
+    s.secret = read_site_secret(s.cfg.secret_file);
+    s.user_key = job_user_key(s.secret, s.req.job_id, p.uid);
+    s.host_key = guest_host_key(s.secret, s.req.job_id, s.req.node);
+    // Root's file; the user (ssh, in the task wrapper) may read it.
+    write_file_atomic(p.user_key(), s.user_key.private_key, 0600);
+    grant_user(p.user_key(), p.uid, 4);
+    for (const auto& peer : p.peers) {
+        std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip) +
+                            (peer.fabric_ip.empty() ? "" : "," + peer.fabric_ip);
+        s.known_hosts += names + " " + trim(guest_host_key(s.secret, s.req.job_id, peer.node).public_key) + "\n";
+    }
+    write_file_atomic(p.known_hosts(), s.known_hosts, 0644);
+    s.qgid = s.cfg.job_gid(s.req.job_id);
+    p.guest_gid = s.qgid;
+    grant_device(s.ledger, s.cfg.kvm_device, s.qgid);
+}
+
+// The host PCI functions of the GPUs Slurm allocated, by gres.conf index.
+std::vector<PciAddress> allocated_gpus(const Preparation& s, const DeviceConfig& dc) {
+    std::vector<PciAddress> allocated;
+    for (int i : s.req.gpus) {
+        if (i < 0 || static_cast<size_t>(i) >= dc.gpus.size())
+            SVM_THROW("Slurm allocated GPU index " + std::to_string(i) + " but devices.gpus of " + s.cfg.path +
+                      " lists only " + std::to_string(dc.gpus.size()) + " (list them in gres.conf order)");
+        allocated.push_back(dc.gpus[static_cast<size_t>(i)].pci);
+    }
+    return allocated;
+}
+
+// Devices: exactly the GPUs Slurm gave the job here (and what must travel
+// with them), plus a VF when the node provides them; their VFIO groups to
+// the job's group alone.
+void prepare_guest_devices(Preparation& s) {
+    if (!s.req.gpus.empty() && !s.cfg.devices)
+        SVM_REFUSE("node " + s.req.node +
+                   " is not configured for GPU passthrough; submit VM jobs with GPUs to "
+                   "nodes whose slurm-vm configuration lists them");
+    if (!s.cfg.devices) return;
+    DeviceConfig dc = parse_device_config(s.cfg.devices.get());
+    std::vector<PciAddress> allocated = allocated_gpus(s, dc);
+    if (allocated.empty() && dc.vf_providers.empty()) return;
+    SysfsRoot root(s.cfg.sysfs_root);
+    DevicePlan plan = plan_devices_for(root, dc, allocated);
+    auto w = device_writer(root, dc);
+    DeviceStepOptions o;
+    o.job = std::to_string(s.req.job_id);
+    o.want_vf = !dc.vf_providers.empty();
+    o.hostname = s.req.node;
+    PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
+        s.ledger.record(kind, Json(json_deep_copy(d)));
+    });
+    plan_devices_of_guest(s.p, plan, pd);
+    for (int g : vfio_groups_of(root, pd.hostdevs)) grant_device(s.ledger, root.dev_vfio(g), s.qgid);
+    Json acct(json_object());
+    json_object_set_new(acct.get(), "plan", plan.to_json().release());
+    if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
+    s.p.devices_json = json_dump(acct.get());
+}
+
+// The job's traffic over IPoIB needs this guest's InfiniBand VF. Hugepages:
+// the keeper decides with the guest's size; a node that "requires" them but
+// has none set up fails here (the node's fault).
+void check_fabric_and_hugepages(Preparation& s) {
+    JobPlan& p = s.p;
+    const NodeConfig& cfg = s.cfg;
+    if (!p.fabric_ip.empty() && (p.vf_link_layer != "infiniband" || p.vf_port_guid.empty()))
+        SVM_THROW("network.fabric is \"ipoib\" but the guest on " + s.req.node +
+                  " gets no InfiniBand VF (list an InfiniBand physical function in devices.vf_providers)");
+    p.hugepages = cfg.hugepages;
+    if (cfg.hugepages == "off") return;
+    SysfsRoot root(cfg.sysfs_root);
+    p.hugepage_size_kib = cfg.hugepage_size_kib > 0 ? cfg.hugepage_size_kib : default_hugepage_kib(root);
+    if (cfg.hugepages != "required") return;
+    std::string problem = hugepage_setup_problem(root, p.hugepage_size_kib, p.numa_node);
+    if (!problem.empty())
+        SVM_THROW("node " + s.req.node + " requires hugepages for guests (\"hugepages\": \"required\" in " + cfg.path +
+                  ") but " + problem);
+}
+
+// The overlay: root-owned, backing format pinned, the user's image never
+// opened by root (-u: qemu-img does not open the backing file). On the
+// node's scratch space, in a directory of the job's own (recorded first,
+// removed by the epilog).
+void make_overlay(Preparation& s) {
+    JobPlan& p = s.p;
+    p.overlay_dir = s.cfg.job_overlay_dir(s.req.job_id);
+    s.ledger.record("overlay_dir", [&] {
+        Json d(json_object());
+        json_object_set_new(d.get(), "path", json_string(p.overlay_dir.c_str()));
+        return d;
+    }());
+    mkdir_p(s.cfg.overlay_dir, 0711);
+    remove_tree(p.overlay_dir);
+    if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
+    chown_mode(p.overlay_dir, 0, s.qgid, 0710);
+    run_checked({s.cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image, p.overlay(),
+                 std::to_string(p.image_virtual_size)});
+    chown_mode(p.overlay(), 0, s.qgid, 0660);
+}
+
+// The seed and the console log. QEMU appends to the console through the
+// job's group; the user never writes it (the keeper reads it as root, caps
+// its size and gives the user a filtered copy when the guest fails).
+void make_seed_and_console(Preparation& s) {
+    JobPlan& p = s.p;
+    SeedKeys sk{s.user_key.public_key, s.user_key.private_key, s.host_key.private_key, s.host_key.public_key,
+                s.known_hosts};
+    build_seed_iso(p, sk, p.seed());
+    chown_mode(p.seed(), 0, s.qgid, 0640);
+    write_file_atomic(p.console_log(), "", 0660);
+    chown_mode(p.console_log(), 0, s.qgid, 0660);
+}
+
+// The embedded libvirt root the keeper will use (recorded first); only root
+// and the guest's group reach libvirt's files for the guest.
+void make_libvirt_root(Preparation& s) {
+    JobPlan& p = s.p;
+    s.ledger.record("domain", [&] {
+        Json d(json_object());
+        json_object_set_new(d.get(), "embed_root", json_string(p.embed_root().c_str()));
+        json_object_set_new(d.get(), "name", json_string(p.domain_name.c_str()));
+        json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
+        if (!p.virtiofsd.empty()) {
+            json_object_set_new(d.get(), "job_dir", json_string(p.dir.c_str()));
+            json_object_set_new(d.get(), "share_servers", json_integer(static_cast<json_int_t>(p.shares.size())));
         }
+        return d;
+    }());
+    mkdir_p(p.embed_root(), 0710);
+    chown_mode(p.embed_root(), 0, s.qgid, 0710);
+    write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, s.qgid});
+    seed_capabilities_cache(p.embed_root(), path_join(s.cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, s.qgid},
+                            p.emulator);
+}
 
-        if (!choice.refusal.empty()) SVM_REFUSE(choice.refusal);
-        // 1. The image, opened and checked with the user's credentials only.
-        ImageInfo info;
-        std::string digest, image_source = choice.image_name;
-        UniqueFd kernel_fd, initrd_fd;
-        try {
-            ImagePolicy policy = policy_of(cfg);
-            std::string oci_digest;
-            if (is_registry_ref(req.image)) {
-                // A registry image: pulled into the node's cache (shared by
-                // jobs, by digest), then checked like any image.
-                image_source = req.image;
-                CachedOciImage oci = pull_oci_disk(cfg.oci, req.image, oci_entries_in_use(cfg));
-                req.image = oci.path;
-                oci_digest = oci.digest;
-                if (!policy.allowed_dirs.empty()) policy.allowed_dirs.push_back(cfg.oci.cache_dir);
-            }
-            CheckedImage ci = open_image_as_user(req.image, who, policy);
-            info = ci.info;
-            digest = !oci_digest.empty() ? oci_digest  // the OCI manifest's
-                                         : cached_image_digest(ci.fd.get(), path_join(cfg.state_dir, "digests"));
-            if (!req.kernel.empty()) kernel_fd = open_boot_file_as_user(req.kernel, who, "kernel");
-            if (!req.initrd.empty()) initrd_fd = open_boot_file_as_user(req.initrd, who, "initrd");
-            if (!req.initrd.empty() && req.kernel.empty())
-                SVM_THROW("--vm-initrd needs --vm-kernel as well");
-            if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
-            if (!req.save.empty()) check_save_path(req.save);
-        } catch (const Error& e) {
-            throw UserError(e);  // everything here is about what the user gave
-        }
-        p.image = req.image;
-        p.image_source = image_source;
-        p.image_format = format_name(info.format);
-        p.image_virtual_size = info.virtual_size;
-        p.image_digest = digest;
-        p.image_identity = info.identity;
-        p.kernel = req.kernel;
-        p.initrd = req.initrd;
-        p.kernel_copy = req.kernel.empty() ? "" : path_join(p.dir, "kernel");
-        p.initrd_copy = req.initrd.empty() ? "" : path_join(p.dir, "initrd");
-        p.cmdline = req.cmdline.empty() ? cfg.default_cmdline : req.cmdline;
-        p.irq_profile = req.irq_profile.empty() ? cfg.irq_profile : req.irq_profile;
-        if (p.node_index == 0) p.save_path = req.save;  // the head guest's disk
-        steps.done("prolog: job directory, shares checked, image opened and checked as the user, digest");
+// Every step of a guest's preparation, in order; each records what it
+// changes on the host before it changes it.
+void prepare_guest(Preparation& s) {
+    make_job_dir_for_user(s);
+    plan_shares(s);
+    if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
+    check_request_as_user(s);
+    s.steps.done("prolog: job directory, shares checked, image opened and checked as the user, digest");
+    name_guest(s);
+    prepare_network(s.cfg, s.req, s.nodes, s.p, s.ledger);
+    s.steps.done("prolog: the job's network segment");
+    make_keys_and_identity(s);
+    s.steps.done("prolog: keys and known_hosts");
+    prepare_guest_devices(s);
+    check_fabric_and_hugepages(s);
+    s.steps.done("prolog: /dev/kvm, devices, hugepages");
+    if (s.kernel_fd) copy_boot_file(s.kernel_fd.get(), s.p.kernel, s.p.kernel_copy, s.qgid);
+    if (s.initrd_fd) copy_boot_file(s.initrd_fd.get(), s.p.initrd, s.p.initrd_copy, s.qgid);
+    s.steps.done("prolog: kernel and initrd copied");
+    make_overlay(s);
+    s.steps.done("prolog: overlay");
+    make_seed_and_console(s);
+    make_libvirt_root(s);
+    write_file_atomic(s.p.plan_file(), s.p.to_json(), 0644);
+    s.steps.done("prolog: seed, console log, libvirt root, capabilities cache, plan");
+    write_guest_state(s.p, {GuestState::Phase::prepared, ""});
+}
 
-        // 2. Where this guest sits among the job's guests, and its address.
-        p.hostname = req.node + "-vm";
-        p.domain_name = "slurm-vm-" + std::to_string(req.job_id) + "-" + req.node;
-        p.domain_type = cfg.domain_type;
-        p.emulator = cfg.emulator;
-        p.boot_timeout_s = cfg.boot_timeout_s;
-        p.memory_overhead_mib = cfg.memory_overhead_mib;
-        p.min_guest_memory_mib = cfg.min_guest_memory_mib;
-        p.default_guest_memory_mib = cfg.default_guest_memory_mib;
-        prepare_network(cfg, req, nodes, p, ledger);
-        steps.done("prolog: the job's network segment");
+}  // namespace
 
-        // 3. Keys, derived from the site secret: the same on every node of the
-        // job, so guests trust each other's host keys and the job's user key.
-        std::string secret = read_site_secret(cfg.secret_file);
-        KeyPair user_key = job_user_key(secret, req.job_id, p.uid);
-        KeyPair host_key = guest_host_key(secret, req.job_id, req.node);
-        // Root's file; the user (ssh, in the task wrapper) may read it.
-        write_file_atomic(p.user_key(), user_key.private_key, 0600);
-        grant_user(p.user_key(), p.uid, 4);
-        std::string kh;
-        for (const auto& peer : p.peers) {
-            std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip) +
-                                (peer.fabric_ip.empty() ? "" : "," + peer.fabric_ip);
-            kh += names + " " + trim(guest_host_key(secret, req.job_id, peer.node).public_key) + "\n";
-        }
-        write_file_atomic(p.known_hosts(), kh, 0644);
-
-        // The guest's identity: the user (the shares give the guest the
-        // user's rights) with the job's own group, which no other job and no
-        // login session has: the overlay, seed and libvirt's files are the
-        // job's group's, and so is the guest's access to host devices.
-        gid_t qgid = cfg.job_gid(req.job_id);
-        p.guest_gid = qgid;
-        grant_device(ledger, cfg.kvm_device, qgid);
-
-        steps.done("prolog: keys and known_hosts");
-
-        // 3b. Devices: exactly the GPUs Slurm gave the job here (and what
-        // must travel with them), plus a VF when the node provides them.
-        if (!req.gpus.empty() && !cfg.devices) {
-            SVM_REFUSE("node " + req.node + " is not configured for GPU passthrough; submit VM jobs with GPUs to "
-                          "nodes whose slurm-vm configuration lists them");
-        }
-        if (cfg.devices) {
-            DeviceConfig dc = parse_device_config(cfg.devices.get());
-            std::vector<PciAddress> allocated;
-            for (int i : req.gpus) {
-                if (i < 0 || static_cast<size_t>(i) >= dc.gpus.size())
-                    SVM_THROW("Slurm allocated GPU index " + std::to_string(i) + " but devices.gpus of " + cfg.path +
-                              " lists only " + std::to_string(dc.gpus.size()) + " (list them in gres.conf order)");
-                allocated.push_back(dc.gpus[static_cast<size_t>(i)].pci);
-            }
-            if (!allocated.empty() || !dc.vf_providers.empty()) {
-                SysfsRoot root(cfg.sysfs_root);
-                DevicePlan plan = plan_devices_for(root, dc, allocated);
-                auto w = device_writer(root, dc);
-                DeviceStepOptions o;
-                o.job = std::to_string(req.job_id);
-                o.want_vf = !dc.vf_providers.empty();
-                o.hostname = req.node;
-                PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
-                    ledger.record(kind, Json(json_deep_copy(d)));
-                });
-                plan_devices_of_guest(p, plan, pd);
-                // Exactly the job's VFIO groups, to the job's group alone.
-                for (int g : vfio_groups_of(root, pd.hostdevs)) grant_device(ledger, root.dev_vfio(g), qgid);
-                Json acct(json_object());
-                json_object_set_new(acct.get(), "plan", plan.to_json().release());
-                if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
-                p.devices_json = json_dump(acct.get());
-            }
-        }
-
-        // 3b'. The job's traffic over IPoIB needs this guest's InfiniBand VF.
-        if (!p.fabric_ip.empty() && (p.vf_link_layer != "infiniband" || p.vf_port_guid.empty()))
-            SVM_THROW("network.fabric is \"ipoib\" but the guest on " + req.node +
-                      " gets no InfiniBand VF (list an InfiniBand physical function in devices.vf_providers)");
-
-        // 3c. Hugepages: the keeper decides with the guest's size; a node that
-        // "requires" them but has none set up fails here (the node's fault).
-        p.hugepages = cfg.hugepages;
-        if (cfg.hugepages != "off") {
-            SysfsRoot root(cfg.sysfs_root);
-            p.hugepage_size_kib = cfg.hugepage_size_kib > 0 ? cfg.hugepage_size_kib : default_hugepage_kib(root);
-            if (cfg.hugepages == "required") {
-                std::string problem = hugepage_setup_problem(root, p.hugepage_size_kib, p.numa_node);
-                if (!problem.empty())
-                    SVM_THROW("node " + req.node + " requires hugepages for guests (\"hugepages\": \"required\" in " +
-                              cfg.path + ") but " + problem);
-            }
-        }
-
-        steps.done("prolog: /dev/kvm, devices, hugepages");
-
-        // 3c'. The kernel and initrd QEMU boots: copies of what the user opened.
-        if (kernel_fd) copy_boot_file(kernel_fd.get(), p.kernel, p.kernel_copy, qgid);
-        if (initrd_fd) copy_boot_file(initrd_fd.get(), p.initrd, p.initrd_copy, qgid);
-        steps.done("prolog: kernel and initrd copied");
-
-        // 4. The overlay: root-owned, backing format pinned, the user's image
-        // never opened by root (-u: qemu-img does not open the backing file).
-        // On the node's scratch space, in a directory of the job's own
-        // (recorded first, removed by the epilog).
-        p.overlay_dir = cfg.job_overlay_dir(req.job_id);
-        ledger.record("overlay_dir", [&] {
-            Json d(json_object());
-            json_object_set_new(d.get(), "path", json_string(p.overlay_dir.c_str()));
-            return d;
-        }());
-        mkdir_p(cfg.overlay_dir, 0711);
-        remove_tree(p.overlay_dir);
-        if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
-        chown_mode(p.overlay_dir, 0, qgid, 0710);
-        run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image,
-                     p.overlay(), std::to_string(p.image_virtual_size)});
-        chown_mode(p.overlay(), 0, qgid, 0660);
-        steps.done("prolog: overlay");
-
-        // 5. The seed and the console log.
-        SeedKeys sk{user_key.public_key, user_key.private_key, host_key.private_key, host_key.public_key, kh};
-        build_seed_iso(p, sk, p.seed());
-        chown_mode(p.seed(), 0, qgid, 0640);
-        // QEMU appends to the console through the job's group; the user
-        // never writes it (the keeper reads it as root, caps its size and
-        // gives the user a filtered copy when the guest fails).
-        write_file_atomic(p.console_log(), "", 0660);
-        chown_mode(p.console_log(), 0, qgid, 0660);
-
-        // 6. The embedded libvirt root the keeper will use.
-        ledger.record("domain", [&] {
-            Json d(json_object());
-            json_object_set_new(d.get(), "embed_root", json_string(p.embed_root().c_str()));
-            json_object_set_new(d.get(), "name", json_string(p.domain_name.c_str()));
-            json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
-            if (!p.virtiofsd.empty()) {
-                json_object_set_new(d.get(), "job_dir", json_string(p.dir.c_str()));
-                json_object_set_new(d.get(), "share_servers", json_integer(static_cast<json_int_t>(p.shares.size())));
-            }
-            return d;
-        }());
-        // Only root and the guest's group reach libvirt's files for the guest.
-        mkdir_p(p.embed_root(), 0710);
-        chown_mode(p.embed_root(), 0, qgid, 0710);
-        write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, qgid});
-        seed_capabilities_cache(p.embed_root(), path_join(cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, qgid},
-                                p.emulator);
-
-        write_file_atomic(p.plan_file(), p.to_json(), 0644);
-        steps.done("prolog: seed, console log, libvirt root, capabilities cache, plan");
-        write_guest_state(p, {GuestState::Phase::prepared, ""});
-        result.status = PrologStatus::prepared;
-        return result;
+PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
+    VmChoice choice = choose_vm(cfg.site, request.image, {request.partition});
+    if (!choice.vm && choice.refusal.empty()) return {};  // a plain job: nothing to do
+    log::debug("preparing the guest");
+    Preparation s{cfg, request, choice, fresh_ledger(cfg, request.job_id)};
+    apply_choice(s.req, choice);
+    place_node(s);
+    // The one place where a failure is classified, and the one rollback point.
+    try {
+        prepare_guest(s);
+        return {PrologStatus::prepared, ""};
     } catch (const UserError& e) {
-        // The one place where a failure is classified: the user's → the job
-        // fails with the sentence, the node stays up (unless undoing fails:
-        // then the node is at fault after all).
-        auto failures = teardown_job(cfg, req.job_id);
+        // The user's: the job fails with the sentence, the node stays up
+        // (unless undoing fails: then the node is at fault after all).
+        auto failures = teardown_job(cfg, request.job_id);
         if (!failures.empty()) {
             Error n(e.reason(), __FILE__, __LINE__, __func__);
             for (const auto& f : failures) SVM_CONTEXT(n, "and while undoing: " + f);
             throw n;
         }
-        return refuse(e.reason());
+        return refused(s.p, e.reason());
     } catch (Error& e) {
         // Anything else is the node's: undo, and the prolog drains it.
-        auto failures = teardown_job(cfg, req.job_id);
+        auto failures = teardown_job(cfg, request.job_id);
         for (const auto& f : failures) SVM_CONTEXT(e, "and while undoing: " + f);
         throw;
     }
