@@ -352,313 +352,360 @@ bool cap_console(const std::string& path, int64_t max_bytes) {
     return true;
 }
 
-int run_keeper(const KeeperOptions& o) {
-    NodeConfig cfg = load_config(o.config_path, o.node);
-    JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
-    // The prolog refused the job (the reason is in the state): no guest.
-    if (read_guest_state(p).phase == GuestState::Phase::failed) return 0;
-    log::debug("keeper started");
-    if (o.on_start) o.on_start(p);
-    write_file_atomic(p.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
+namespace {
 
-    struct sigaction sa {};
-    sa.sa_handler = on_term;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    // Signals sent to the job's steps are for the tasks (slurm-vm-exec
-    // carries them into the guest), not for us (we are out of their reach
-    // anyway: see join_cgroups_of). The epilog stops us with TERM.
-    for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
+// One guest's life on this node, in steps. A step that fails returns the
+// sentence the job fails with; run() reports it (state, console, record).
+class Keeper {
+public:
+    Keeper(const KeeperOptions& o, NodeConfig cfg, JobPlan p) : o_(o), cfg_(std::move(cfg)), p_(std::move(p)) {}
+    int run();
 
-    int host_netns = -1;  // the host's network namespace, once we leave it
+private:
+    using Failure = std::optional<std::string>;
+    void ignore_job_signals();
+    void report_failure(const GuestState& state, const std::string& why);
+    int fail(const std::string& why);
+    std::string gone_why(const std::string& otherwise);
+    Failure confine();
+    Failure describe_guest();
+    Failure enter_job_netns();
+    Failure start_share_servers();
+    Failure start_guest();
+    void refresh_capabilities(const std::string& cpu_cache, const std::string& caps_before, int cpu);
+    Failure start_ssh_proxy();
+    Failure wait_until_ready(bool& ready);
+    void note_ready();
+    int live();
+
+    const KeeperOptions& o_;
+    NodeConfig cfg_;
+    JobPlan p_;
+    int host_netns_ = -1;  // the host's network namespace, once we leave it
     // The ready record's publisher: a failure stops it, waits, and then
     // publishes; otherwise it goes with the process.
-    auto ready_cancelled = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<std::atomic<bool>> ready_cancelled_ = std::make_shared<std::atomic<bool>>(false);
     struct Publisher {
         std::thread t;
         ~Publisher() {
             if (t.joinable()) t.detach();
         }
-    } ready_publisher;
-    // A failed or dead guest: the job learns why (state, read by the task
-    // wrapper), the admin gets the console, the caller publishes the reason.
-    auto report_failure = [&](const GuestState& state, const std::string& why) {
-        // The user's copy of the console first: the task wrapper shows it
-        // once it reads the state.
-        try {
-            write_file_atomic(p.console_copy(), log::read_console(p.console_log(), kUserConsoleBytes), 0644);
-        } catch (const Error& e) {
-            log::warn("no copy of the console for the user: " + e.chain());
-        }
-        write_guest_state(p, state);
-        log::error(why);
-        try {
-            std::string kept = log::keep_console(p.console_log(), cfg.log_dir, p.node, p.job_id);
-            if (!kept.empty()) log::info("the guest's console log is kept in " + kept);
-        } catch (const Error& e) {
-            log::warn("the guest's console log was not kept: " + e.chain());
-        }
-        if (!o.on_failure) return;
-        *ready_cancelled = true;
-        if (ready_publisher.t.joinable()) ready_publisher.t.join();
-        if (host_netns < 0) {
-            o.on_failure(p, why);
-        } else {
-            std::thread([&] {
-                ::setns(host_netns, CLONE_NEWNET);  // this thread only
-                o.on_failure(p, why);
-            }).join();
-        }
-    };
-    auto fail = [&](const std::string& why) {
-        report_failure({GuestState::Phase::failed, why}, why);
-        return 1;
-    };
+    } ready_publisher_;
+    std::vector<int> cpus_;
+    std::optional<int64_t> mem_;
+    // The kernel's OOM kills in the guest's memory cgroup so far: one more
+    // when the guest is gone means QEMU outgrew the job's memory.
+    std::optional<int64_t> oom_kills_before_;
+    UniqueFd image_fd_;
+    DomainSpec spec_;
+    std::string backing_, xml_;
+    int64_t unrounded_mib_ = 0;
+    long t0_ = 0, t_created_ = 0;
+    bool caps_probed_ = false;
+    ShareServers share_servers_;  // declared before the guest: the servers outlive it
+    ConnectPtr conn_;
+    DomainPtr dom_;
+};
 
-    // 0. What QEMU (started below, through libvirt in this process) inherits:
-    // it can never make a file setuid or setgid (guest_sandbox.hpp).
+// Signals sent to the job's steps are for the tasks (slurm-vm-exec carries
+// them into the guest), not for us (we are out of their reach anyway: see
+// join_cgroups_of). The epilog stops us with TERM.
+void Keeper::ignore_job_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_term;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
+}
+
+// A failed or dead guest: the job learns why (state, read by the task
+// wrapper), the admin gets the console, the caller publishes the reason.
+void Keeper::report_failure(const GuestState& state, const std::string& why) {
+    // The user's copy of the console first: the task wrapper shows it once
+    // it reads the state.
+    try {
+        write_file_atomic(p_.console_copy(), log::read_console(p_.console_log(), kUserConsoleBytes), 0644);
+    } catch (const Error& e) {
+        log::warn("no copy of the console for the user: " + e.chain());
+    }
+    write_guest_state(p_, state);
+    log::error(why);
+    try {
+        std::string kept = log::keep_console(p_.console_log(), cfg_.log_dir, p_.node, p_.job_id);
+        if (!kept.empty()) log::info("the guest's console log is kept in " + kept);
+    } catch (const Error& e) {
+        log::warn("the guest's console log was not kept: " + e.chain());
+    }
+    if (!o_.on_failure) return;
+    *ready_cancelled_ = true;
+    if (ready_publisher_.t.joinable()) ready_publisher_.t.join();
+    if (host_netns_ < 0) {
+        o_.on_failure(p_, why);
+    } else {
+        std::thread([&] {
+            ::setns(host_netns_, CLONE_NEWNET);  // this thread only
+            o_.on_failure(p_, why);
+        }).join();
+    }
+}
+
+int Keeper::fail(const std::string& why) {
+    report_failure({GuestState::Phase::failed, why}, why);
+    return 1;
+}
+
+std::string Keeper::gone_why(const std::string& otherwise) {
+    std::optional<int64_t> now;
+    try {
+        now = cgroup_oom_kills(::getpid());
+    } catch (const Error&) {
+    }
+    if (oom_kills_before_ && now && *now > *oom_kills_before_)
+        return "the guest on " + p_.node + " was killed for using more memory than the job has there" +
+               (mem_ ? " (" + std::to_string(*mem_ >> 20) + " MiB, of which the guest gets all but " +
+                           std::to_string(p_.memory_overhead_mib) + " MiB)"
+                     : std::string()) +
+               ": request more with --mem";
+    return otherwise;
+}
+
+// What QEMU (started through libvirt in this process) inherits: it can
+// never make a file setuid or setgid (guest_sandbox.hpp), and it runs in the
+// job's cgroups. The extern step's own, but out of the reach of Slurm's
+// signals to that step, which would end the guest before the tasks' signal
+// reaches it: on v1 the job's freezer, on v2 a leaf of our own below the
+// step's task.
+Keeper::Failure Keeper::confine() {
     try {
         forbid_setid_bits();
     } catch (const Error& e) {
-        return fail("node " + p.node + " cannot confine the job's guest: " + e.chain());
+        return "node " + p_.node + " cannot confine the job's guest: " + e.chain();
     }
-
-    // 1. Into the job's cgroups: QEMU, started below, inherits them. The
-    // extern step's own, but out of the reach of Slurm's signals to that step,
-    // which would end the guest before the tasks' signal reaches it: on v1
-    // the job's freezer, on v2 a leaf of our own below the step's task.
-    if (o.join_cgroup_of > 0) {
-        pid_t task = find_child(o.join_cgroup_of);
+    if (o_.join_cgroup_of > 0) {
+        pid_t task = find_child(o_.join_cgroup_of);
         try {
-            join_cgroups_of(task > 0 ? task : o.join_cgroup_of, ::getpid(), "/sys/fs/cgroup", true);
+            join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), "/sys/fs/cgroup", true);
         } catch (const Error& e) {
-            return fail("the guest could not be placed in the job's cgroup on " + p.node + ": " + e.chain());
+            return "the guest could not be placed in the job's cgroup on " + p_.node + ": " + e.chain();
         }
     }
-    std::vector<int> cpus;
-    std::optional<int64_t> mem;
     try {
-        cpus = cgroup_cpus(::getpid());
-        mem = cgroup_memory_limit(::getpid());
+        cpus_ = cgroup_cpus(::getpid());
+        mem_ = cgroup_memory_limit(::getpid());
     } catch (const Error& e) {
-        return fail("cannot read the job's CPUs on " + p.node + ": " + e.chain());
+        return "cannot read the job's CPUs on " + p_.node + ": " + e.chain();
     }
-    // The kernel's OOM kills in the guest's memory cgroup so far: one more
-    // when the guest is gone means QEMU outgrew the job's memory.
-    std::optional<int64_t> oom_kills_before;
     try {
-        oom_kills_before = cgroup_oom_kills(::getpid());
+        oom_kills_before_ = cgroup_oom_kills(::getpid());
     } catch (const Error& e) {
         log::warn("the guest's OOM kills cannot be told: " + e.chain());
     }
-    auto gone_why = [&](const std::string& otherwise) -> std::string {
-        std::optional<int64_t> now;
-        try {
-            now = cgroup_oom_kills(::getpid());
-        } catch (const Error&) {
-        }
-        if (oom_kills_before && now && *now > *oom_kills_before)
-            return "the guest on " + p.node + " was killed for using more memory than the job has there" +
-                   (mem ? " (" + std::to_string(*mem >> 20) + " MiB, of which the guest gets all but " +
-                              std::to_string(p.memory_overhead_mib) + " MiB)" : std::string()) +
-                   ": request more with --mem";
-        return otherwise;
-    };
-    // The image the prolog checked, opened again as the user and compared:
-    // QEMU gets this descriptor, never the path.
-    UniqueFd image_fd;
-    try {
-        image_fd = reopen_checked_as_user(p.image, credentials_for(p.uid, p.gid), p.image_identity);
-    } catch (const Error& e) {
-        return fail(e.reason());
-    }
-    DomainSpec spec;
-    std::string backing;
-    int64_t unrounded_mib = 0;
-    try {
-        spec = guest_domain(p, cpus, mem);
-        spec.base_fdgroup = kImageFdGroup;
-        unrounded_mib = spec.memory_mib;
-        backing = back_guest_memory(spec, p, SysfsRoot(cfg.sysfs_root));
-    } catch (const Error& e) {
-        return fail(e.reason());
-    }
-    log::info("guest memory " + std::to_string(spec.memory_mib) + " MiB, " + backing);
-    if (!p.placement.empty()) log::info("placement: " + p.placement);
-    std::string xml = domain_xml(spec);
-    write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
+    return std::nullopt;
+}
 
-    // 2. The job's network namespace on this node (for the tap and the proxy).
-    // The host's namespace stays reachable for talking to Slurm.
+// The image the prolog checked, opened again as the user and compared (QEMU
+// gets this descriptor, never the path), and the guest sized to the job.
+Keeper::Failure Keeper::describe_guest() {
+    try {
+        image_fd_ = reopen_checked_as_user(p_.image, credentials_for(p_.uid, p_.gid), p_.image_identity);
+        spec_ = guest_domain(p_, cpus_, mem_);
+        spec_.base_fdgroup = kImageFdGroup;
+        unrounded_mib_ = spec_.memory_mib;
+        backing_ = back_guest_memory(spec_, p_, SysfsRoot(cfg_.sysfs_root));
+    } catch (const Error& e) {
+        return e.reason();
+    }
+    log::info("guest memory " + std::to_string(spec_.memory_mib) + " MiB, " + backing_);
+    if (!p_.placement.empty()) log::info("placement: " + p_.placement);
+    xml_ = domain_xml(spec_);
+    write_file_atomic(path_join(p_.dir, "domain.xml"), xml_, 0644);
+    return std::nullopt;
+}
+
+// The job's network namespace on this node (for the tap and the proxy). The
+// host's namespace stays reachable for talking to Slurm.
+Keeper::Failure Keeper::enter_job_netns() {
     int netns_fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (!p.netns.empty()) {
-        try {
-            enter_netns(p.netns);
-            host_netns = netns_fd;
-        } catch (const Error& e) {
-            return fail("node " + p.node + " is misconfigured: " + e.chain());
-        }
-    }
-
-    // 3. Start the guest, connecting from one CPU whose cached QEMU
-    // capabilities libvirt will take as valid (libvirt_session.hpp).
-    write_guest_state(p, {GuestState::Phase::booting, ""});
-    CpuPin pin;
-    std::string cpu_cache = path_join(cfg.state_dir, "libvirt-caps/cpu" + std::to_string(pin.cpu()));
+    if (p_.netns.empty()) return std::nullopt;
     try {
-        use_capabilities_cache(p.embed_root(), cpu_cache);
+        enter_netns(p_.netns);
+        host_netns_ = netns_fd;
+    } catch (const Error& e) {
+        return "node " + p_.node + " is misconfigured: " + e.chain();
+    }
+    return std::nullopt;
+}
+
+Keeper::Failure Keeper::start_share_servers() {
+    try {
+        share_servers_.start(p_);
+    } catch (const Error& e) {
+        return "node " + p_.node + " cannot serve the job's shares to its guest: " + e.chain();
+    }
+    if (p_.shares.empty()) return std::nullopt;
+    std::string list;
+    for (const auto& d : p_.shares) list += (list.empty() ? "" : ", ") + d;
+    log::info("shares over " + std::string(p_.virtiofsd.empty() ? "9p (QEMU)" : "virtio-fs (" + p_.virtiofsd + ")") +
+              ": " + list);
+    return std::nullopt;
+}
+
+// Starts the guest, connecting from one CPU whose cached QEMU capabilities
+// libvirt will take as valid (libvirt_session.hpp).
+Keeper::Failure Keeper::start_guest() {
+    write_guest_state(p_, {GuestState::Phase::booting, ""});
+    CpuPin pin;
+    std::string cpu_cache = path_join(cfg_.state_dir, "libvirt-caps/cpu" + std::to_string(pin.cpu()));
+    try {
+        use_capabilities_cache(p_.embed_root(), cpu_cache);
     } catch (const Error& e) {
         log::warn("the capabilities cache of CPU " + std::to_string(pin.cpu()) + " was not used: " + e.chain());
     }
-    std::string caps_before = capabilities_fingerprint(p.embed_root());
-    long t0 = now_ms();
-    // Declared before the guest: the servers outlive it.
-    ShareServers share_servers;
+    std::string caps_before = capabilities_fingerprint(p_.embed_root());
+    t0_ = now_ms();
+    if (Failure f = start_share_servers()) return f;
     try {
-        share_servers.start(p);
-        if (!p.shares.empty())
-            log::info("shares over " + std::string(p.virtiofsd.empty() ? "9p (QEMU)" : "virtio-fs (" + p.virtiofsd + ")") +
-                      ": " + [&] {
-                          std::string l;
-                          for (const auto& d : p.shares) l += (l.empty() ? "" : ", ") + d;
-                          return l;
-                      }());
-    } catch (const Error& e) {
-        return fail("node " + p.node + " cannot serve the job's shares to its guest: " + e.chain());
-    }
-    ConnectPtr conn;
-    DomainPtr dom;
-    try {
-        conn = open_embed(p.embed_root());
+        conn_ = open_embed(p_.embed_root());
         std::string why;
-        dom = start_domain(conn.get(), xml, image_fd.get(), why);
-        if (!dom && spec.hugepage_kib > 0 && p.hugepages == "auto") {
+        dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
+        if (!dom_ && spec_.hugepage_kib > 0 && p_.hugepages == "auto") {
             // Another guest took the free hugepages since they were counted.
-            backing = "normal pages: the guest did not start on hugepages (" + why + ")";
-            log::warn(backing);
-            spec.hugepage_kib = 0;
-            spec.memory_mib = unrounded_mib;
-            xml = domain_xml(spec);
-            write_file_atomic(path_join(p.dir, "domain.xml"), xml, 0644);
-            dom = start_domain(conn.get(), xml, image_fd.get(), why);
+            backing_ = "normal pages: the guest did not start on hugepages (" + why + ")";
+            log::warn(backing_);
+            spec_.hugepage_kib = 0;
+            spec_.memory_mib = unrounded_mib_;
+            xml_ = domain_xml(spec_);
+            write_file_atomic(path_join(p_.dir, "domain.xml"), xml_, 0644);
+            dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
         }
-        if (!dom) SVM_THROW(why);
+        if (!dom_) SVM_THROW(why);
     } catch (const Error& e) {
-        return fail("the guest on " + p.node + " could not be started: " + e.chain());
+        return "the guest on " + p_.node + " could not be started: " + e.chain();
     }
-    long t_created = now_ms();
+    t_created_ = now_ms();
     pin.release();
-    log::info("guest " + p.domain_name + " created in " + std::to_string(t_created - t0) + " ms");
-    bool caps_probed = capabilities_fingerprint(p.embed_root()) != caps_before;
-    if (caps_probed) log::warn(capabilities_probe_note(cfg, p, pin.cpu()));
-    if (caps_probed || !path_exists(path_join(cpu_cache, "cache/qemu/capabilities"))) {
-        try {
-            refresh_capabilities_cache(p.embed_root(), cpu_cache);
-        } catch (const Error& e) {
-            log::warn("the capabilities cache of CPU " + std::to_string(pin.cpu()) + " was not refreshed: " + e.chain());
-        }
-    }
+    log::info("guest " + p_.domain_name + " created in " + std::to_string(t_created_ - t0_) + " ms");
+    refresh_capabilities(cpu_cache, caps_before, pin.cpu());
+    return std::nullopt;
+}
 
+// libvirt probed QEMU while creating the guest (seconds): the admin is told
+// why, and the CPU's cache is refreshed for the next guest.
+void Keeper::refresh_capabilities(const std::string& cpu_cache, const std::string& caps_before, int cpu) {
+    caps_probed_ = capabilities_fingerprint(p_.embed_root()) != caps_before;
+    if (caps_probed_) log::warn(capabilities_probe_note(cfg_, p_, cpu));
+    if (!caps_probed_ && path_exists(path_join(cpu_cache, "cache/qemu/capabilities"))) return;
+    try {
+        refresh_capabilities_cache(p_.embed_root(), cpu_cache);
+    } catch (const Error& e) {
+        log::warn("the capabilities cache of CPU " + std::to_string(cpu) + " was not refreshed: " + e.chain());
+    }
+}
+
+Keeper::Failure Keeper::start_ssh_proxy() {
+    if (p_.ip.empty()) return std::nullopt;
     int lfd = -1;
-    if (!p.ip.empty()) {
-        try {
-            lfd = listen_unix(p.ssh_socket(), p.uid);
-        } catch (const Error& e) {
-            destroy_now(dom.get(), p.embed_root(), p.domain_name);
-            return fail("cannot create the SSH socket on " + p.node + ": " + e.chain());
-        }
-        std::thread(ssh_proxy, lfd, p.ip).detach();
+    try {
+        lfd = listen_unix(p_.ssh_socket(), p_.uid);
+    } catch (const Error& e) {
+        destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+        return "cannot create the SSH socket on " + p_.node + ": " + e.chain();
     }
+    std::thread(ssh_proxy, lfd, p_.ip).detach();
+    return std::nullopt;
+}
 
-    // 4. Wait for the guest to say it accepts logins (its serial console).
-    std::string marker = ready_marker(p);
-    long deadline = t0 + static_cast<long>(p.boot_timeout_s) * 1000;
+// Waits for the guest to say it accepts logins (its serial console), then
+// checks that its sshd accepts TCP connections (no SSH handshake: that costs
+// seconds of emulated crypto). `ready` stays false when the job ended first.
+Keeper::Failure Keeper::wait_until_ready(bool& ready) {
+    std::string marker = ready_marker(p_);
+    long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
     int64_t seen = 0;
     std::string tail;
-    bool ready = false;
-    while (!g_stop) {
+    while (!g_stop && !ready) {
         std::string text;
         int64_t size = 0;
         try {
-            text = read_file_from(p.console_log(), seen, 1u << 20, &size);
+            text = read_file_from(p_.console_log(), seen, 1u << 20, &size);
         } catch (const Error&) {
         }
         if (size < seen) seen = 0;  // cut by cap_console: read it again next time
-        if (!text.empty()) {
-            tail += text;
-            seen += static_cast<int64_t>(text.size());
-            if (tail.find(marker) != std::string::npos) {
-                ready = true;
-                break;
-            }
-            auto f = tail.find("SLURM_VM_FAILED");
-            auto eol = f == std::string::npos ? f : tail.find('\n', f);
-            if (f != std::string::npos && eol != std::string::npos) {
-                std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
-                destroy_now(dom.get(), p.embed_root(), p.domain_name);
-                return fail("the guest on " + p.node + " failed to configure itself: " + trim(why) +
-                            " (console log kept in " + p.console_log() + ")");
-            }
-            if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
+        tail += text;
+        seen += static_cast<int64_t>(text.size());
+        if (tail.find(marker) != std::string::npos) {
+            ready = true;
+            break;
         }
+        auto f = tail.find("SLURM_VM_FAILED");
+        auto eol = f == std::string::npos ? f : tail.find('\n', f);
+        if (f != std::string::npos && eol != std::string::npos) {
+            std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
+            destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+            return "the guest on " + p_.node + " failed to configure itself: " + trim(why) + " (console log kept in " +
+                   p_.console_log() + ")";
+        }
+        if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
         try {
-            cap_console(p.console_log(), cfg.console_max_kib * 1024);
+            cap_console(p_.console_log(), cfg_.console_max_kib * 1024);
         } catch (const Error& e) {
             log::warn("the console log was not capped: " + e.chain());
         }
-        if (virDomainIsActive(dom.get()) != 1)
-            return fail(gone_why("the guest on " + p.node + " stopped while booting (see its console log " +
-                                 p.console_log() + ")"));
+        if (virDomainIsActive(dom_.get()) != 1)
+            return gone_why("the guest on " + p_.node + " stopped while booting (see its console log " +
+                            p_.console_log() + ")");
         if (now_ms() > deadline) {
-            destroy_now(dom.get(), p.embed_root(), p.domain_name);
-            return fail("the guest on " + p.node + " did not become ready within " +
-                        std::to_string(p.boot_timeout_s) + " s (see its console log " + p.console_log() + ")");
+            destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+            return "the guest on " + p_.node + " did not become ready within " + std::to_string(p_.boot_timeout_s) +
+                   " s (see its console log " + p_.console_log() + ")";
         }
         ::usleep(25000);  // the job's first command waits for this loop
     }
-    if (ready && !p.ip.empty()) {
-        // The guest said so; check that its sshd accepts TCP connections
-        // (no SSH handshake: that costs seconds of emulated crypto).
-        int s = connect_guest(p.ip, 30000);
-        if (s < 0) {
-            destroy_now(dom.get(), p.embed_root(), p.domain_name);
-            return fail("the guest on " + p.node + " said it was ready but its SSH server at " + p.ip +
-                        " does not answer");
-        }
-        ::close(s);
+    if (!ready || p_.ip.empty()) return std::nullopt;
+    int s = connect_guest(p_.ip, 30000);
+    if (s < 0) {
+        destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+        return "the guest on " + p_.node + " said it was ready but its SSH server at " + p_.ip + " does not answer";
     }
-    if (ready) {
-        long t_ready = now_ms();
-        Json timing(json_object());
-        json_object_set_new(timing.get(), "create_ms", json_integer(t_created - t0));
-        json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0));
-        json_object_set_new(timing.get(), "memory_mib", json_integer(spec.memory_mib));
-        json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus.size())));
-        json_object_set_new(timing.get(), "memory_backing", json_string(backing.c_str()));
-        json_object_set_new(timing.get(), "caps_probed", json_boolean(caps_probed));
-        if (p.irq_profile != "default" && !p.vf_link_layer.empty())
-            json_object_set_new(timing.get(), "irq_profile", json_string(p.irq_profile.c_str()));
-        write_file_atomic(path_join(p.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
-        write_guest_state(p, {GuestState::Phase::ready, ""});
-        log::info("guest ready in " + std::to_string(t_ready - t0) + " ms");
-        if (o.on_ready) {
-            std::string rec = vm_record(p, t_created - t0, t_ready - t0, static_cast<int>(spec.host_cpus.size()),
-                                        spec.memory_mib, spec.hugepage_kib);
-            ready_publisher.t = std::thread([cb = o.on_ready, p, rec, host_netns, ready_cancelled] {
-                if (host_netns >= 0) ::setns(host_netns, CLONE_NEWNET);  // this thread only
-                cb(p, rec, *ready_cancelled);
-            });
-        }
-    }
+    ::close(s);
+    return std::nullopt;
+}
 
-    // 5. Live as long as the guest (and the job: Slurm kills us with it).
+// The guest is ready: its figures (guest.json), its state, and its record
+// for Slurm accounting, published by the caller in a thread of its own.
+void Keeper::note_ready() {
+    long t_ready = now_ms();
+    Json timing(json_object());
+    json_object_set_new(timing.get(), "create_ms", json_integer(t_created_ - t0_));
+    json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0_));
+    json_object_set_new(timing.get(), "memory_mib", json_integer(spec_.memory_mib));
+    json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus_.size())));
+    json_object_set_new(timing.get(), "memory_backing", json_string(backing_.c_str()));
+    json_object_set_new(timing.get(), "caps_probed", json_boolean(caps_probed_));
+    if (p_.irq_profile != "default" && !p_.vf_link_layer.empty())
+        json_object_set_new(timing.get(), "irq_profile", json_string(p_.irq_profile.c_str()));
+    write_file_atomic(path_join(p_.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
+    write_guest_state(p_, {GuestState::Phase::ready, ""});
+    log::info("guest ready in " + std::to_string(t_ready - t0_) + " ms");
+    if (!o_.on_ready) return;
+    std::string rec = vm_record(p_, t_created_ - t0_, t_ready - t0_, static_cast<int>(spec_.host_cpus.size()),
+                                spec_.memory_mib, spec_.hugepage_kib);
+    ready_publisher_.t = std::thread([cb = o_.on_ready, p = p_, rec, ns = host_netns_, cancelled = ready_cancelled_] {
+        if (ns >= 0) ::setns(ns, CLONE_NEWNET);  // this thread only
+        cb(p, rec, *cancelled);
+    });
+}
+
+// Lives as long as the guest (and the job: Slurm kills us with it); the
+// job's end ends the guest at once.
+int Keeper::live() {
     while (!g_stop) {
         try {
-            cap_console(p.console_log(), cfg.console_max_kib * 1024);
+            cap_console(p_.console_log(), cfg_.console_max_kib * 1024);
         } catch (const Error& e) {
             log::warn("the console log was not capped: " + e.chain());
         }
-        if (virDomainIsActive(dom.get()) != 1) {
-            std::string why = gone_why("the guest on " + p.node + " shut down or crashed");
+        if (virDomainIsActive(dom_.get()) != 1) {
+            std::string why = gone_why("the guest on " + p_.node + " shut down or crashed");
             report_failure({GuestState::Phase::stopped, why}, why);
             return 0;
         }
@@ -666,10 +713,34 @@ int run_keeper(const KeeperOptions& o) {
     }
     log::debug("the job ended: ending the guest");
     long t_stop = now_ms();
-    destroy_now(dom.get(), p.embed_root(), p.domain_name);
-    write_guest_state(p, {GuestState::Phase::stopped, kJobEnded});
+    destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+    write_guest_state(p_, {GuestState::Phase::stopped, kJobEnded});
     log::info("guest destroyed: the job ended (" + std::to_string(now_ms() - t_stop) + " ms)");
     return 0;
+}
+
+int Keeper::run() {
+    log::debug("keeper started");
+    if (o_.on_start) o_.on_start(p_);
+    write_file_atomic(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
+    ignore_job_signals();
+    for (auto step : {&Keeper::confine, &Keeper::describe_guest, &Keeper::enter_job_netns, &Keeper::start_guest,
+                      &Keeper::start_ssh_proxy})
+        if (Failure f = (this->*step)()) return fail(*f);
+    bool ready = false;
+    if (Failure f = wait_until_ready(ready)) return fail(*f);
+    if (ready) note_ready();
+    return live();
+}
+
+}  // namespace
+
+int run_keeper(const KeeperOptions& o) {
+    NodeConfig cfg = load_config(o.config_path, o.node);
+    JobPlan p = load_plan(path_join(cfg.job_dir(o.job_id), "plan.json"));
+    // The prolog refused the job (the reason is in the state): no guest.
+    if (read_guest_state(p).phase == GuestState::Phase::failed) return 0;
+    return Keeper(o, std::move(cfg), std::move(p)).run();
 }
 
 }  // namespace svm
