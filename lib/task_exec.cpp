@@ -1,0 +1,356 @@
+#include "task_exec.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_console.hpp"
+#include "log.hpp"
+#include "proc.hpp"
+#include "srun_relay.hpp"
+
+namespace svm {
+
+namespace {
+
+std::string env_value(const std::vector<std::string>& env, const std::string& name, bool* found = nullptr) {
+    for (const auto& e : env)
+        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+            if (found) *found = true;
+            return e.substr(name.size() + 1);
+        }
+    if (found) *found = false;
+    return "";
+}
+
+// argv as execvp wants it: built before fork (nothing is allocated after
+// fork: the srun relay's thread may hold the allocator's lock).
+std::vector<char*> c_argv(const std::vector<std::string>& args) {
+    std::vector<char*> v;
+    for (const auto& a : args) v.push_back(const_cast<char*>(a.c_str()));
+    v.push_back(nullptr);
+    return v;
+}
+
+pid_t g_child = 0;
+int g_signal_pipe[2] = {-1, -1};
+
+// Signals for the task go into the guest (see relay_signal); the handler
+// only queues them for the main loop.
+void on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = static_cast<unsigned char>(sig);
+    if (g_signal_pipe[1] >= 0 && ::write(g_signal_pipe[1], &b, 1) < 0) {
+    }
+    errno = saved;
+}
+
+// Slurm signals every process of the step (its cgroup), our ssh clients
+// too; they must outlive the signal to carry it into the guest. (ssh keeps
+// a signal ignored when it starts with it ignored.)
+void ignore_job_signals() {
+    for (int sig : forwarded_signals()) ::signal(sig, SIG_IGN);
+}
+
+// Sends `sig` to the task's process group in the guest over a second SSH
+// session (a signal to the local ssh would only end the session and leave
+// the task running). Returns the helper's pid, or -1.
+pid_t relay_signal(const JobPlan& p, const std::string& self, const std::string& pid_file, int sig) {
+    std::string name = forwarded_signal_name(sig);
+    if (name.empty()) return -1;
+    std::vector<std::string> args = ssh_argv(p, self, false);
+    args.push_back("--");
+    args.push_back(remote_signal_command(pid_file, name));
+    std::vector<char*> cargv = c_argv(args);
+    pid_t h = ::fork();
+    if (h != 0) return h;
+    ignore_job_signals();
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+    }
+    ::execvp("ssh", cargv.data());
+    _exit(255);
+}
+
+// Starts ssh with `args`; the batch script goes to its stdin through the
+// returned descriptor (-1 otherwise).
+int start_ssh(const std::vector<std::string>& args, bool batch, uint32_t job_id) {
+    int in_pipe[2] = {-1, -1};
+    if (batch && ::pipe(in_pipe) != 0) SVM_THROW_ERRNO("pipe");
+    std::vector<char*> cargv = c_argv(args);
+    g_child = ::fork();
+    if (g_child < 0) SVM_THROW_ERRNO("fork");
+    if (g_child == 0) {
+        ignore_job_signals();
+        if (batch) {
+            ::dup2(in_pipe[0], 0);
+            ::close(in_pipe[0]);
+            ::close(in_pipe[1]);
+        }
+        ::execvp("ssh", cargv.data());
+        std::fprintf(stderr, "slurm-vm: job %u: cannot run ssh: %s\n", job_id, std::strerror(errno));
+        _exit(255);
+    }
+    if (batch) ::close(in_pipe[0]);
+    return in_pipe[1];
+}
+
+void forward_signals_to_pipe() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) SVM_THROW_ERRNO("pipe");
+    for (int sig : forwarded_signals()) {
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        ::sigemptyset(&sa.sa_mask);
+        ::sigaction(sig, &sa, nullptr);
+    }
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
+void write_all_and_close(int fd, const std::string& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+        ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+    }
+    ::close(fd);
+}
+
+// Waits for the task; relays signals meanwhile. A relay that fails (the
+// guest no longer answers) falls back to ending the session.
+int wait_relaying_signals(const JobPlan& p, const std::string& self, const std::string& pid_file) {
+    int st = 0;
+    std::map<pid_t, int> relays;  // helper pid -> signal
+    for (;;) {
+        pid_t w = ::waitpid(g_child, &st, WNOHANG);
+        if (w == g_child) break;
+        if (w < 0 && errno != EINTR) SVM_THROW_ERRNO("waitpid");
+        struct pollfd pfd {
+            g_signal_pipe[0], POLLIN, 0
+        };
+        ::poll(&pfd, 1, 200);
+        unsigned char b;
+        while (::read(g_signal_pipe[0], &b, 1) == 1) {
+            pid_t h = relay_signal(p, self, pid_file, b);
+            if (h > 0) relays[h] = b;
+            log::debug("signal " + std::to_string(b) + " relayed into the guest");
+        }
+        for (auto it = relays.begin(); it != relays.end();) {
+            int hs = 0;
+            if (::waitpid(it->first, &hs, WNOHANG) != it->first) {
+                ++it;
+                continue;
+            }
+            bool ok = WIFEXITED(hs) && WEXITSTATUS(hs) == 0;
+            if (!ok && it->second != SIGUSR1 && it->second != SIGUSR2) ::kill(g_child, SIGKILL);
+            it = relays.erase(it);
+        }
+    }
+    for (const auto& [h, sig] : relays) {
+        (void)sig;
+        ::kill(h, SIGKILL);  // it ignores the job's signals (ignore_job_signals)
+        ::waitpid(h, nullptr, 0);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// --vm-save: the epilog copies the disk after the guest is stopped (at
+// once, no shutdown): the guest's file systems are synced now.
+void sync_for_save(const JobPlan& p, const TaskInvocation& t) {
+    std::vector<std::string> sync_args = ssh_argv(p, t.self, false);
+    sync_args.push_back("--");
+    sync_args.push_back("sync");
+    RunOptions so;
+    so.env = t.env;
+    so.timeout_ms = 120000;
+    RunResult sr = run(sync_args, so);
+    if (sr.ok()) log::info("the guest's disk is synced; the job's epilog saves it to " + p.save_path);
+    else log::warn("sync in the guest failed before --vm-save: " + trim(sr.err));
+}
+
+constexpr size_t kConsoleTailLines = 20;
+
+}  // namespace
+
+std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                              const std::string& cwd) {
+    TaskInvocation t;
+    t.env = env;
+    t.cwd = cwd;
+    bool has_plan = false, prepended = false, has_argv0 = false;
+    t.plan_path = env_value(env, "SLURM_VM_PLAN", &has_plan);
+    env_value(env, "SLURM_VM_PREPENDED", &prepended);
+    std::string argv0 = prepended ? (argv.size() > 1 ? argv[1] : "") : env_value(env, "SLURM_VM_ARGV0", &has_argv0);
+    if (!has_plan || (prepended ? argv.size() < 2 : !has_argv0)) return std::nullopt;
+    t.argv.push_back(argv0);
+    for (size_t i = prepended ? 2 : 1; i < argv.size(); ++i) t.argv.push_back(argv[i]);
+    env_value(env, "SLURM_VM_BATCH", &t.batch);
+    bool console = false;
+    std::string cfd = env_value(env, "SLURM_VM_CONSOLE_FD", &console);
+    if (console) t.console_fd = static_cast<int>(parse_job_id(cfd));  // digits only
+    // Our own path for the ProxyCommand: argv[0] as the plugin set it (an
+    // absolute path; /proc/self/exe would say "(deleted)" after an upgrade).
+    t.self = argv.empty() ? "" : argv[0];
+    if (t.self.empty() || t.self[0] != '/') {
+        char buf[4096];
+        ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+        if (n <= 0) SVM_THROW_ERRNO("readlink /proc/self/exe");
+        t.self.assign(buf, static_cast<size_t>(n));
+    }
+    return t;
+}
+
+std::string wait_for_guest(const JobPlan& p) {
+    long deadline = now_ms() + (p.boot_timeout_s + 60) * 1000L;
+    for (;;) {
+        GuestState state = read_guest_state(p);
+        if (state.phase == GuestState::Phase::ready) return "";
+        if (state.ended()) return state.reason;
+        if (now_ms() > deadline)
+            return "the guest on " + p.node +
+                   " did not start (state: " + (state.phase == GuestState::Phase::none ? "none" : state.text()) +
+                   "); is PrologFlags=Contain set?";
+        ::usleep(20000);  // a small file, read while the guest boots
+    }
+}
+
+GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std::string& pid_file) {
+    GuestCommand c;
+    c.argv = t.argv;
+    c.env = t.env;
+    std::string tpn = env_value(t.env, "SLURM_TASKS_PER_NODE");
+    if (!p.peers.empty() && !p.peers[0].ip.empty()) c.hostfile = mpi_hostfile(p.peers, tpn.empty() ? "1" : tpn);
+    c.cwd = t.cwd;
+    c.pid_file = pid_file;
+    if (t.batch) {
+        c.script_on_stdin = true;
+        for (const auto& peer : p.peers)
+            if (peer.hostname != p.hostname && !peer.ip.empty()) c.wait_for_peers.push_back(peer.hostname);
+        c.peer_wait_s = p.boot_timeout_s;
+    }
+    return c;
+}
+
+int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
+    // This process is unique on the host, the guest is this host's only.
+    GuestCommand c = guest_command(p, t, "/tmp/.slurm-vm-task." + std::to_string(::getpid()));
+    std::string script = t.batch ? read_file(t.argv[0]) : "";
+    // The batch script's srun goes through us (lib/srun_relay.hpp).
+    std::unique_ptr<SrunRelay> srun_relay;
+    if (t.batch) {
+        try {
+            srun_relay = std::make_unique<SrunRelay>();
+            srun_relay->start();
+            c.srun_port = 30000 + static_cast<int>(::getpid() % 30000);
+        } catch (const Error& e) {
+            log::warn("srun will not work inside the guest: " + e.reason());
+        }
+    }
+    // srun --pty: the task's stdin is a terminal; so is the command's in
+    // the guest (`srun --jobid=ID --overlap --pty bash` is a shell there).
+    bool tty = !t.batch && ::isatty(STDIN_FILENO) == 1;
+    std::vector<std::string> args = ssh_argv(p, t.self, tty);
+    if (srun_relay)
+        args.insert(args.end() - 1, {"-o", "ExitOnForwardFailure=no", "-R",
+                                     "127.0.0.1:" + std::to_string(c.srun_port) + ":" + srun_relay->socket_path()});
+    args.push_back("--");
+    args.push_back(remote_shell_command(c));
+    int script_fd = start_ssh(args, t.batch, p.job_id);
+    forward_signals_to_pipe();
+    if (script_fd >= 0) write_all_and_close(script_fd, script);
+    int rc = wait_relaying_signals(p, t.self, c.pid_file);
+    if (t.batch && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) sync_for_save(p, t);
+    if (rc != 255) return rc;
+    GuestState now = read_guest_state(p);
+    if (now.phase != GuestState::Phase::ready) {
+        log::error(now.ended() ? now.reason : "the guest is gone");
+        show_console_to_user(p);
+    } else {
+        log::error("lost the SSH connection to the guest on " + p.node);
+    }
+    return rc;
+}
+
+void show_console_to_user(const JobPlan& p) {
+    // Kept in the job's working directory (we run as the user: this is the
+    // user's own write); the keeper left a filtered copy when the guest failed.
+    std::string text;
+    try {
+        if (!read_file_if_exists(p.console_copy(), text)) return;
+        std::string dst = "slurm-" + std::to_string(p.job_id) + "-" + p.node + ".console.log";
+        write_file_atomic(dst, text, 0600);
+        log::info("the guest's console log is in " + dst);
+    } catch (const Error&) {
+    }
+    std::string tail = log::tail_lines(log::printable(text), kConsoleTailLines);
+    if (tail.empty()) return;
+    log::info("the last lines of the guest's console on " + p.node + ":");
+    std::string shown;
+    for (size_t b = 0; b < tail.size();) {
+        size_t e = tail.find('\n', b);
+        shown += "  | " + tail.substr(b, e - b) + "\n";
+        b = e + 1;
+    }
+    std::fputs(shown.c_str(), stderr);
+    std::fflush(stderr);
+}
+
+int proxy_to_guest(const std::string& socket_path) {
+    ignore_job_signals();  // ssh's transport: it ends with ssh, not with Slurm's signal
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", socket_path.c_str());
+    if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        log::error("cannot reach the guest through " + socket_path + ": " + std::strerror(errno));
+        return 255;
+    }
+    char buf[65536];
+    bool in_open = true, s_open = true;
+    while (s_open) {
+        struct pollfd p[2] = {{0, static_cast<short>(in_open ? POLLIN : 0), 0}, {s, POLLIN, 0}};
+        if (::poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return 255;
+        }
+        if (in_open && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t n = ::read(0, buf, sizeof buf);
+            if (n <= 0) {
+                in_open = false;
+                ::shutdown(s, SHUT_WR);
+            } else if (::write(s, buf, static_cast<size_t>(n)) != n) {
+                return 255;
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t n = ::read(s, buf, sizeof buf);
+            if (n <= 0) {
+                s_open = false;
+            } else {
+                for (ssize_t off = 0; off < n;) {
+                    ssize_t w = ::write(1, buf + off, static_cast<size_t>(n - off));
+                    if (w <= 0) return 255;
+                    off += w;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+}  // namespace svm

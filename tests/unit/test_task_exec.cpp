@@ -1,0 +1,85 @@
+// slurm-vm-exec's logic (lib/task_exec.hpp): how the plugin's two ways of
+// starting it are read, and what the guest is asked to run.
+#include <unistd.h>
+
+#include "catch.hpp"
+#include "fs.hpp"
+#include "support.hpp"
+#include "task_exec.hpp"
+
+using V = std::vector<std::string>;
+
+TEST_CASE("task_exec: prepended (Slurm 23.11+) and argv[0] replaced (22.05) give the same command", "[task_exec]") {
+    auto a = svm::task_invocation({"/usr/libexec/slurm-vm/slurm-vm-exec", "./app", "-n", "4"},
+                                  {"SLURM_VM_PLAN=/run/j/plan.json", "SLURM_VM_PREPENDED=1"}, "/home/u");
+    REQUIRE(a);
+    CHECK(a->argv == V{"./app", "-n", "4"});
+    CHECK(a->plan_path == "/run/j/plan.json");
+    CHECK(a->self == "/usr/libexec/slurm-vm/slurm-vm-exec");
+    CHECK_FALSE(a->batch);
+    CHECK(a->console_fd == -1);
+    auto b =
+        svm::task_invocation({"/usr/libexec/slurm-vm/slurm-vm-exec", "-n", "4"},
+                             {"SLURM_VM_PLAN=/run/j/plan.json", "SLURM_VM_ARGV0=./app", "SLURM_VM_BATCH=1"}, "/home/u");
+    REQUIRE(b);
+    CHECK(b->argv == V{"./app", "-n", "4"});
+    CHECK(b->batch);
+    CHECK(b->cwd == "/home/u");
+}
+
+TEST_CASE("task_exec: without the plugin's variables it was not started by the plugin", "[task_exec]") {
+    CHECK_FALSE(svm::task_invocation({"/x/slurm-vm-exec", "a"}, {"SLURM_VM_ARGV0=./a"}, "/"));
+    CHECK_FALSE(svm::task_invocation({"/x/slurm-vm-exec", "a"}, {"SLURM_VM_PLAN=/p"}, "/"));
+    CHECK_FALSE(svm::task_invocation({"/x/slurm-vm-exec"}, {"SLURM_VM_PLAN=/p", "SLURM_VM_PREPENDED=1"}, "/"));
+    // A console descriptor is digits only.
+    CHECK(
+        svm::task_invocation({"/x/e", "a"}, {"SLURM_VM_PLAN=/p", "SLURM_VM_PREPENDED=1", "SLURM_VM_CONSOLE_FD=7"}, "/")
+            ->console_fd == 7);
+    CHECK_FALSE(svm::test::reason_of([] {
+                    svm::task_invocation({"/x/e", "a"},
+                                         {"SLURM_VM_PLAN=/p", "SLURM_VM_PREPENDED=1", "SLURM_VM_CONSOLE_FD=7;rm"}, "/");
+                }).empty());
+}
+
+TEST_CASE("task_exec: a relative argv[0] is replaced by this program's own path", "[task_exec]") {
+    auto t = svm::task_invocation({"slurm-vm-exec", "a"}, {"SLURM_VM_PLAN=/p", "SLURM_VM_PREPENDED=1"}, "/");
+    REQUIRE(t);
+    CHECK(t->self[0] == '/');
+}
+
+TEST_CASE("task_exec: the guest's command: hostfile, peers to wait for, the batch script on stdin", "[task_exec]") {
+    svm::JobPlan p;
+    p.hostname = "n1-vm";
+    p.boot_timeout_s = 77;
+    p.peers = {{"n1", "n1-vm", "10.213.0.10", ""}, {"n2", "n2-vm", "10.213.0.11", ""}};
+    svm::TaskInvocation t;
+    t.argv = {"job.sh"};
+    t.env = {"SLURM_TASKS_PER_NODE=2(x2)", "SLURM_JOB_ID=5"};
+    t.cwd = "/home/u/w";
+    svm::GuestCommand step = svm::guest_command(p, t, "/tmp/.slurm-vm-task.9");
+    CHECK(step.hostfile == "n1-vm slots=2\nn2-vm slots=2\n");
+    CHECK(step.cwd == "/home/u/w");
+    CHECK(step.pid_file == "/tmp/.slurm-vm-task.9");
+    CHECK_FALSE(step.script_on_stdin);
+    CHECK(step.wait_for_peers.empty());
+    t.batch = true;
+    svm::GuestCommand batch = svm::guest_command(p, t, "/tmp/.slurm-vm-task.9");
+    CHECK(batch.script_on_stdin);
+    CHECK(batch.wait_for_peers == V{"n2-vm"});
+    CHECK(batch.peer_wait_s == 77);
+    // A guest without the job's network (no addresses): no hostfile.
+    p.peers = {{"n1", "n1-vm", "", ""}};
+    CHECK(svm::guest_command(p, t, "").hostfile.empty());
+}
+
+TEST_CASE("task_exec: waiting for the guest ends with its state's reason", "[task_exec]") {
+    svm::test::TempDir d("svm-task");
+    svm::JobPlan p;
+    p.dir = d.path();
+    p.node = "n1";
+    p.boot_timeout_s = 5;
+    svm::write_guest_state(p, {svm::GuestState::Phase::ready, ""});
+    CHECK(svm::wait_for_guest(p) == "");
+    svm::write_guest_state(p, {svm::GuestState::Phase::failed, "the image is not a disk image"});
+    CHECK(svm::wait_for_guest(p) == "the image is not a disk image");
+}
