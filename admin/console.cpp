@@ -1,7 +1,7 @@
 // slurm-vm console JOBID [NODE]: the serial console of a job's guest. Root on
 // the node reads it directly; anyone else asks Slurm for a step of the job
 // (only the job's user and root get one), in which the plugin hands the
-// console to the task (lib/guest_console.hpp).
+// console to the task (lib/guest/guest_console.hpp).
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -6,7 +6,7 @@
 // Before that, for a job whose guest failed: the reason goes into the job's
 // AdminComment if the keeper could not put it there, and the guest's console
 // into the job's log file for admins if the keeper could not copy it.
-// Logs: syslog, stderr, and the job's file under log_dir (lib/log.hpp); a
+// Logs: syslog, stderr, and the job's file under log_dir (lib/base/log.hpp); a
 // plain job leaves no file.
 #include <cstdio>
 #include <cstdlib>

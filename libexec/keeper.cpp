@@ -1,6 +1,6 @@
 // slurm-vm-keeper: started by the plugin in the job's extern step on each
-// node; runs the job's guest (see lib/keeper.hpp) and publishes what the VM
-// was, or why it could not run, into the job's AdminComment (lib/job_record.hpp).
+// node; runs the job's guest (see lib/job/keeper.hpp) and publishes what the VM
+// was, or why it could not run, into the job's AdminComment (lib/slurm/job_record.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
         // This node's entry of the job's AdminComment: what the VM was, or
         // why it could not run (a first write at once: the job may end soon).
         // One writer per job: the head node's keeper collects the entries
-        // and writes them (lib/record_relay.hpp); entries replace a requeued
+        // and writes them (lib/slurm/record_relay.hpp); entries replace a requeued
         // job's earlier ones.
         o.on_start = [&relay](const svm::JobPlan& p) {
             std::vector<std::string> nodes;

@@ -4,7 +4,7 @@
 // SLURM_VM_ARGV0 (Slurm 22.05). It waits for the node's guest, then runs the
 // command inside it over SSH as the job's user, in the same directory, with
 // the job's SLURM_* environment, and exits with the command's status
-// (lib/task_exec.hpp).
+// (lib/guest/task_exec.hpp).
 //
 // `slurm-vm-exec --proxy SOCKET` is the SSH ProxyCommand: it relays stdin and
 // stdout to the job's Unix socket, which the keeper connects to the guest.

@@ -1,12 +1,12 @@
 // slurm-vm-prolog: Slurm's Prolog (PrologFlags=Alloc,Contain) on every node
-// of a job. Prepares the job's guest; see lib/vm_job.hpp.
+// of a job. Prepares the job's guest; see lib/job/vm_job.hpp.
 //
 // Exit status: 0 for plain jobs, prepared VM jobs, and VM jobs refused for a
 // user-side reason (the job then fails with that reason, also published in
 // its AdminComment; the node stays up). Non-zero only for node-side failures,
 // which Slurm answers by draining the node: the reason printed names the cause.
 //
-// Logs: syslog, stderr, and the job's file under log_dir (lib/log.hpp).
+// Logs: syslog, stderr, and the job's file under log_dir (lib/base/log.hpp).
 #include <cstdio>
 #include <cstring>
 #include <string>

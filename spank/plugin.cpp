@@ -2,7 +2,7 @@
 // Each entry point goes through one dispatcher, noexcept, which logs what it
 // catches and returns an error code (spank.h declares the entry points
 // without noexcept, so they cannot say it themselves); the contexts' handlers are in
-// submit.cpp and remote.cpp, the logic in lib/plugin.hpp.
+// submit.cpp and remote.cpp, the logic in lib/job/plugin.hpp.
 //
 //   sbatch/salloc/srun (local, allocator): --vm-image, --vm-kernel, --vm-initrd,
 //     --vm-cmdline, --vm-irq-profile, --vm-save (and their SLURM_VM_* twins); the image is

@@ -1,6 +1,6 @@
 // The plugin's shim, shared by its files: the options Slurm hands over, the
 // Slurm side of svm::PluginHost, and the handlers of each context. The logic
-// is in lib/plugin.hpp.
+// is in lib/job/plugin.hpp.
 #pragma once
 extern "C" {
 #include <slurm/spank.h>

@@ -1,5 +1,5 @@
 // The node configuration is checked against etc/*.schema.json when it is
-// loaded (lib/json_schema.hpp): each keyword the schemas use, the shipped
+// loaded (lib/base/json_schema.hpp): each keyword the schemas use, the shipped
 // example, the device fixtures, and a rule only the schema states.
 #include "catch.hpp"
 #include "config.hpp"

@@ -1,4 +1,4 @@
-// The SPANK plugin's logic (lib/plugin.hpp) against a fake Slurm: what it
+// The SPANK plugin's logic (lib/job/plugin.hpp) against a fake Slurm: what it
 // passes to the job, what it refuses and how it routes a task.
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// The VM record of a large job fits slurmdbd's column (lib/record_form.hpp):
+// The VM record of a large job fits slurmdbd's column (lib/slurm/record_form.hpp):
 // grouped and lossless while it fits, summarized and then cut, saying so,
 // past that; read back one entry per node; host lists written as Slurm's.
 #include <random>
@@ -14,7 +14,7 @@ using namespace svm;
 
 namespace {
 
-// A ready record as a node's keeper writes it (lib/keeper.cpp vm_record).
+// A ready record as a node's keeper writes it (lib/job/keeper.cpp vm_record).
 std::string ready_entry(int i) {
     return R"({"image":"/shared/images/lammps.qcow2","format":"qcow2","digest":"sha256:)" + std::string(64, 'a') +
            R"(","boot":"kernel","create_ms":)" + std::to_string(600 + i % 97) + R"(,"ready_ms":)" +

@@ -1,4 +1,4 @@
-// The VM record with one writer per job (lib/record_relay.hpp): the head's
+// The VM record with one writer per job (lib/slurm/record_relay.hpp): the head's
 // collection of every node's entry, munge's seal, and the hand-over over TCP.
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// slurm-vm-exec's logic (lib/task_exec.hpp): how the plugin's two ways of
+// slurm-vm-exec's logic (lib/guest/task_exec.hpp): how the plugin's two ways of
 // starting it are read, and what the guest is asked to run.
 #include <unistd.h>
 

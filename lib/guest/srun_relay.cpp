@@ -16,7 +16,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
-#include "guest_exec.hpp"
+#include "guest_signals.hpp"
 
 namespace svm {
 

@@ -250,7 +250,7 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     // This process is unique on the host, the guest is this host's only.
     GuestCommand c = guest_command(p, t, "/tmp/.slurm-vm-task." + std::to_string(::getpid()));
     std::string script = t.batch ? read_file(t.argv[0]) : "";
-    // The batch script's srun goes through us (lib/srun_relay.hpp).
+    // The batch script's srun goes through us (lib/guest/srun_relay.hpp).
     std::unique_ptr<SrunRelay> srun_relay;
     if (t.batch) {
         try {

@@ -16,7 +16,7 @@
 namespace svm {
 
 struct NetworkConfig {
-    // Each job gets a segment of its own (lib/guest_net.hpp): a namespace per
+    // Each job gets a segment of its own (lib/host/guest_net.hpp): a namespace per
     // job and node with a bridge and a VXLAN device whose peers are the job's
     // other nodes. Empty prefix = no guest network.
     std::string prefix;    // IPv4 /16 of every job's segment, e.g. "10.213.0.0/16"
@@ -110,6 +110,10 @@ struct NodeConfig {
 };
 
 NodeConfig load_config(const std::string& path, const std::string& node_name);
+
+// A parsed node configuration against etc/slurm-vm.schema.json with its
+// devices part (compiled in); throws naming the first violation.
+void validate_node_config(const json_t* doc);
 // Parses configuration text (tests and `slurm-vm doctor`).
 NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown);
 

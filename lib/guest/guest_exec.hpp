@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "guest_signals.hpp"
 #include "job_plan.hpp"
 
 namespace svm {
@@ -19,7 +20,7 @@ struct GuestCommand {
     // follow it there (remote_signal_command); "" = not noted.
     std::string pid_file;
     // The guest's loopback port forwarded to the batch step's srun relay
-    // (lib/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
+    // (lib/guest/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
     int srun_port = 0;
     // The job's other guests (hostnames): before the batch script runs, each
     // must accept the job's SSH login (what mpirun needs), for at most
@@ -40,11 +41,6 @@ std::string remote_shell_command(const GuestCommand& c);
 // shell, which sshd made a session (and group) leader: the group is the
 // task with everything it started.
 std::string remote_signal_command(const std::string& pid_file, const std::string& sig);
-// The signals carried into the guest (TERM, INT, HUP, QUIT, USR1, USR2),
-// their names for kill(1) ("" for any other), and back (0 for any other).
-const std::vector<int>& forwarded_signals();
-std::string forwarded_signal_name(int sig);
-int forwarded_signal_number(const std::string& name);
 // Which variables of the task travel into the guest.
 bool forwarded_variable(const std::string& name);
 // ssh argv (without the remote command); `self` is the path of slurm-vm-exec

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "domain_xml.hpp"
 #include "image_check.hpp"
 

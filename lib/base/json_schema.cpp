@@ -4,7 +4,6 @@
 #include <regex>
 #include <set>
 
-#include "config_schemas.hpp"  // generated: the schemas of etc/ as strings
 #include "error.hpp"
 #include "json.hpp"
 
@@ -152,14 +151,6 @@ void check(const json_t* doc, const json_t* schema, const Walk& w, const std::st
 
 void validate_json(const json_t* doc, const json_t* schema, const SchemaResolver& resolve) {
     check(doc, schema, Walk{schema, resolve}, "");
-}
-
-void validate_node_config(const json_t* doc) {
-    static const Json node = json_parse(kNodeSchema, "slurm-vm.schema.json");
-    static const Json devices = json_parse(kDevicesSchema, "slurm-vm.devices.schema.json");
-    validate_json(doc, node.get(), [](const std::string& name) -> const json_t* {
-        return name == "slurm-vm.devices.schema.json" ? devices.get() : nullptr;
-    });
 }
 
 }  // namespace svm

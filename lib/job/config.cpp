@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "config_schemas.hpp"  // generated: the schemas of etc/ as strings
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
@@ -98,6 +99,14 @@ static NetworkConfig parse_network(const json_t* n, const std::string& node_name
             SVM_THROW("network.fabric \"ipoib\" needs network.prefix too: the host reaches each guest's SSH over it");
     }
     return net;
+}
+
+void validate_node_config(const json_t* doc) {
+    static const Json node = json_parse(kNodeSchema, "slurm-vm.schema.json");
+    static const Json devices = json_parse(kDevicesSchema, "slurm-vm.devices.schema.json");
+    validate_json(doc, node.get(), [](const std::string& name) -> const json_t* {
+        return name == "slurm-vm.devices.schema.json" ? devices.get() : nullptr;
+    });
 }
 
 NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown) {

@@ -1,6 +1,6 @@
 // JSON Schema validation over jansson, for the project's own schemas
 // (etc/*.schema.json), which the node configuration is checked against when
-// it is loaded. It implements the keywords those schemas use: type, enum,
+// it is loaded (config.hpp: validate_node_config). It implements the keywords those schemas use: type, enum,
 // const, minimum, maximum, pattern, properties, additionalProperties,
 // required, propertyNames, items, oneOf, not, and $ref to a sibling schema or
 // to "#/$defs/NAME". A schema that uses another keyword is refused, so that
@@ -20,9 +20,5 @@ using SchemaResolver = std::function<const json_t*(const std::string& name)>;
 // Throws svm::Error naming the first violation and where it is, e.g.
 // "network.mtu must be at least 576 (it is 100)".
 void validate_json(const json_t* doc, const json_t* schema, const SchemaResolver& resolve);
-
-// The node configuration (etc/slurm-vm.schema.json with its devices part,
-// compiled in) against a parsed configuration.
-void validate_node_config(const json_t* doc);
 
 }  // namespace svm

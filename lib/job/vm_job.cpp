@@ -344,7 +344,7 @@ static std::vector<std::string> underlay_addresses(const NetworkConfig& net, con
     return out;
 }
 
-// The job's own network segment on this node (lib/guest_net.hpp), recorded
+// The job's own network segment on this node (lib/host/guest_net.hpp), recorded
 // before it is made; the guest's address and its peers into the plan.
 static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const std::vector<std::string>& nodes, JobPlan& p,
                             Ledger& ledger) {
