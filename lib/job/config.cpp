@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <map>
 #include <set>
 
 #include "config_schemas.hpp"  // generated: the schemas of etc/ as strings
@@ -51,6 +52,49 @@ std::string NodeConfig::lease_dir() const {
     return path_join(parent, "leases-" + (network.prefix.empty() ? std::string("none") : std::string("segment")));
 }
 
+const std::set<std::string>& config_keys(const std::string& section) {
+    static const std::map<std::string, std::set<std::string>> keys = {
+        {"",
+         {"state_dir",
+          "libexec_dir",
+          "domain_type",
+          "emulator",
+          "qemu_img",
+          "boot_timeout_s",
+          "memory_overhead_mib",
+          "min_guest_memory_mib",
+          "default_guest_memory_mib",
+          "default_cmdline",
+          "secret_file",
+          "job_gid_base",
+          "kvm_device",
+          "console_max_kib",
+          "overlay_dir",
+          "share_roots",
+          "sysfs_root",
+          "log_dir",
+          "log_keep_days",
+          "hugepages",
+          "hugepage_size_kib",
+          "irq_profile",
+          "allowed_image_dirs",
+          "max_image_virtual_size_gib",
+          "network",
+          "shares",
+          "shares_via",
+          "virtiofsd",
+          "devices",
+          "images",
+          "partitions",
+          "oci",
+          "$schema",
+          "comment"}},
+        {"network", {"netns", "prefix", "underlay", "vxlan_port", "mtu", "fabric", "fabric_prefix"}},
+        {"oci", {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "comment"}},
+    };
+    return keys.at(section);
+}
+
 static void reject_unknown(const json_t* obj, const std::set<std::string>& known, const std::string& where) {
     const char* key;
     json_t* v;
@@ -66,7 +110,7 @@ static NetworkConfig parse_network(const json_t* n, const std::string& node_name
         if (json_object_get(n, gone))
             SVM_THROW(std::string("network.") + gone + " is gone: every job gets a network segment of its own "
                       "(network.prefix, network.underlay; see the README)");
-    reject_unknown(n, {"netns", "prefix", "underlay", "vxlan_port", "mtu", "fabric", "fabric_prefix"}, "network");
+    reject_unknown(n, config_keys("network"), "network");
     NetworkConfig net;
     net.netns = expand_node(json_get_string(n, "netns").value_or(""), node_name);
     net.prefix = json_get_string(n, "prefix").value_or("");
@@ -116,12 +160,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
     c.path = shown;
     c.node_name = node_name;
     try {
-        reject_unknown(root.get(),
-                       {"state_dir", "libexec_dir", "domain_type", "emulator", "qemu_img", "boot_timeout_s",
-                        "memory_overhead_mib", "min_guest_memory_mib", "default_guest_memory_mib",
-                        "default_cmdline", "secret_file", "job_gid_base", "kvm_device", "console_max_kib", "overlay_dir", "share_roots", "sysfs_root", "log_dir", "log_keep_days", "hugepages", "hugepage_size_kib", "irq_profile", "allowed_image_dirs", "max_image_virtual_size_gib", "network", "shares", "shares_via", "virtiofsd",
-                        "devices", "images", "partitions", "oci", "$schema", "comment"},
-                       "top level");
+        reject_unknown(root.get(), config_keys(""), "top level");
         if (auto v = json_get_string(root.get(), "state_dir")) c.state_dir = expand_node(*v, node_name);
         if (auto v = json_get_string(root.get(), "libexec_dir")) c.libexec_dir = *v;
         if (auto v = json_get_string(root.get(), "domain_type")) c.domain_type = *v;
@@ -182,7 +221,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         c.oci.cache_dir = expand_node(c.oci.cache_dir, node_name);
         if (json_t* o = json_object_get(root.get(), "oci")) {
             if (!json_is_object(o)) SVM_THROW("\"oci\" must be an object");
-            reject_unknown(o, {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "comment"}, "oci");
+            reject_unknown(o, config_keys("oci"), "oci");
             if (auto v = json_get_string(o, "skopeo")) c.oci.skopeo = *v;
             if (auto v = json_get_string(o, "cache_dir")) c.oci.cache_dir = expand_node(*v, node_name);
             if (auto v = json_get_int(o, "cache_max_gib")) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,9 @@ struct NodeConfig {
 };
 
 NodeConfig load_config(const std::string& path, const std::string& node_name);
+
+// The keys the parser knows: at the top level (""), in "network", in "oci".
+const std::set<std::string>& config_keys(const std::string& section);
 
 // A parsed node configuration against etc/slurm-vm.schema.json with its
 // devices part (compiled in); throws naming the first violation.

@@ -1,6 +1,8 @@
 // The node configuration is checked against etc/*.schema.json when it is
 // loaded (lib/base/json_schema.hpp): each keyword the schemas use, the shipped
 // example, the device fixtures, and a rule only the schema states.
+#include <set>
+
 #include "catch.hpp"
 #include "config.hpp"
 #include "fs.hpp"
@@ -79,4 +81,19 @@ TEST_CASE("schema: load_config refuses what only the schema rules out", "[schema
     CHECK(reason_of([&] { svm::load_config(path, "n1"); }) == "min_guest_memory_mib must be at least 64 (it is 10)");
     svm::write_file_atomic(path, R"({"state_dir": "/run/x", "min_guest_memory_mib": 256})");
     CHECK_NOTHROW(svm::load_config(path, "n1"));
+}
+
+TEST_CASE("schema: it names every key the parser accepts, and the parser every key it names", "[schema]") {
+    svm::Json schema = svm::json_load_file(kSource + "/etc/slurm-vm.schema.json");
+    for (const char* section : {"", "network", "oci"}) {
+        const json_t* props = json_object_get(schema.get(), "properties");
+        if (*section) props = json_object_get(json_object_get(props, section), "properties");
+        REQUIRE(props);
+        std::set<std::string> in_schema;
+        const char* key;
+        json_t* v;
+        json_object_foreach(const_cast<json_t*>(props), key, v) in_schema.insert(key);
+        INFO("section \"" << section << "\"");
+        CHECK(in_schema == svm::config_keys(section));
+    }
 }
