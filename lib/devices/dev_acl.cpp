@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -26,6 +27,7 @@ constexpr const char* kXattr = "system.posix_acl_access";
 constexpr uint32_t kVersion = 2;
 enum : uint16_t { USER_OBJ = 0x01, USER = 0x02, GROUP_OBJ = 0x04, GROUP = 0x08, MASK = 0x10, OTHER = 0x20 };
 constexpr uint32_t kUndefinedId = 0xffffffffu;
+constexpr const char* kAclLock = "/run/slurm-vm-dev-acl.lock";
 
 struct Entry {
     uint16_t tag;
@@ -98,7 +100,28 @@ void write_acl(const std::string& path, std::vector<Entry> acl) {
         SVM_THROW_ERRNO("set the ACL of " + path + " (does its file system support POSIX ACLs?)");
 }
 
+// Every change reads, edits and writes the whole ACL: two jobs' prologs and
+// epilogs on one host must not interleave, or one job's entry is lost (kept
+// after its job, or never granted). One lock for the host: its device nodes
+// are the host's, whichever slurmd's job asks.
+class AclLock {
+public:
+    AclLock() {
+        fd_ = ::open(kAclLock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd_ < 0) SVM_THROW_ERRNO(std::string("open ") + kAclLock);
+        while (::flock(fd_, LOCK_EX) != 0)
+            if (errno != EINTR) SVM_THROW_ERRNO(std::string("lock ") + kAclLock);
+    }
+    ~AclLock() { ::close(fd_); }
+    AclLock(const AclLock&) = delete;
+    AclLock& operator=(const AclLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
 void set_entry(const std::string& path, uint16_t tag, uint32_t id, unsigned perm) {
+    AclLock lock;
     std::vector<Entry> acl = read_acl(path);
     acl.erase(std::remove_if(acl.begin(), acl.end(), [&](const Entry& e) { return e.tag == tag && e.id == id; }),
               acl.end());
@@ -117,6 +140,7 @@ void grant_user(const std::string& path, uid_t uid, unsigned perm) {
 void revoke_group(const std::string& path, gid_t gid) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return;
+    AclLock lock;
     std::vector<Entry> acl = read_acl(path);
     auto before = acl.size();
     acl.erase(std::remove_if(acl.begin(), acl.end(), [&](const Entry& e) { return e.tag == GROUP && e.id == gid; }),

@@ -2,8 +2,11 @@
 // own permission check for an identity with that group, and taken back
 // without touching the site's other entries or mode.
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+
+#include <vector>
 
 #include "catch.hpp"
 
@@ -75,4 +78,42 @@ TEST_CASE("doctor's kvm check: ACL entries work, an open device warns, an absent
     CHECK(one().status == svm::CheckStatus::fail);
     cfg.domain_type = "qemu";
     CHECK(one().status == svm::CheckStatus::ok);
+}
+
+TEST_CASE("jobs granting and revoking on one device at once lose no entry") {
+    REQUIRE(geteuid() == 0);
+    svm::test::TempDir tmp("svm-acl");
+    std::string dev = temp_device_stand_in(tmp);
+    // Each process is a job that keeps its entry, while it grants and
+    // revokes a second one over and over (other jobs starting and ending).
+    constexpr int kJobs = 6;
+    std::vector<pid_t> kids;
+    for (int j = 0; j < kJobs; ++j) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int rc = 0;
+            try {
+                svm::grant_group_rw(dev, kJobGid + 100 + static_cast<gid_t>(j));
+                for (int k = 0; k < 40; ++k) {
+                    svm::grant_group_rw(dev, kJobGid + 200 + static_cast<gid_t>(j));
+                    svm::revoke_group(dev, kJobGid + 200 + static_cast<gid_t>(j));
+                }
+            } catch (...) {
+                rc = 1;
+            }
+            _exit(rc);
+        }
+        kids.push_back(pid);
+    }
+    for (pid_t pid : kids) {
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    }
+    for (int j = 0; j < kJobs; ++j) {
+        INFO("job " << j);
+        CHECK(svm::has_group_entry(dev, kJobGid + 100 + static_cast<gid_t>(j)));
+        CHECK_FALSE(svm::has_group_entry(dev, kJobGid + 200 + static_cast<gid_t>(j)));
+    }
 }
