@@ -104,6 +104,12 @@ std::string remote_signal_command(const std::string& pid_file, const std::string
 }
 
 std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, bool tty) {
+    // The banner of a guest that has just said it is ready can be slow on a
+    // slow host (a guest under emulation, the lab's nested one): a node that
+    // needs a long boot timeout also waits longer for it.
+    int connect_s = std::max(60, p.boot_timeout_s / 5);
+    // One option and its value per line.
+    // clang-format off
     return {"ssh",
             "-F", "/dev/null",
             "-o", "BatchMode=yes",
@@ -115,12 +121,13 @@ std::vector<std::string> ssh_argv(const JobPlan& p, const std::string& self, boo
             "-o", "HostKeyAlias=" + p.hostname,
             "-o", "KexAlgorithms=" + std::string(kGuestKex),
             "-o", "ProxyCommand=" + shell_quote(self) + " --proxy " + shell_quote(p.ssh_socket()),
-            "-o", "ConnectTimeout=60",
+            "-o", "ConnectTimeout=" + std::to_string(connect_s),
             "-o", "ServerAliveInterval=30",
             "-o", "LogLevel=ERROR",
             tty ? "-tt" : "-T",
             "-l", p.user,
             p.hostname};
+    // clang-format on
 }
 
 }  // namespace svm

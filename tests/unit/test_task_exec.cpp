@@ -2,6 +2,8 @@
 // starting it are read, and what the guest is asked to run.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "catch.hpp"
 #include "fs.hpp"
 #include "support.hpp"
@@ -82,4 +84,16 @@ TEST_CASE("task_exec: waiting for the guest ends with its state's reason", "[tas
     CHECK(svm::wait_for_guest(p) == "");
     svm::write_guest_state(p, {svm::GuestState::Phase::failed, "the image is not a disk image"});
     CHECK(svm::wait_for_guest(p) == "the image is not a disk image");
+}
+
+TEST_CASE("task_exec: ssh waits for a slow guest's banner as long as its boot timeout allows", "[task_exec]") {
+    svm::JobPlan p;
+    p.hostname = "n1-vm";
+    p.boot_timeout_s = 300;
+    auto has = [](const std::vector<std::string>& a, const std::string& opt) {
+        return std::find(a.begin(), a.end(), opt) != a.end();
+    };
+    CHECK(has(svm::ssh_argv(p, "/x/slurm-vm-exec", false), "ConnectTimeout=60"));
+    p.boot_timeout_s = 900;
+    CHECK(has(svm::ssh_argv(p, "/x/slurm-vm-exec", false), "ConnectTimeout=180"));
 }
