@@ -257,7 +257,8 @@ bool asked_for_vm(PluginHost& host, const PluginOptions& opt) {
     std::optional<std::string> part = host.task_env("SLURM_JOB_PARTITION");
     if (!part) return false;
     try {
-        const PartitionPolicy* pp = load_config(opt.config, "%n").site.find_partition(*part);
+        NodeConfig c = load_config(opt.config, "%n");  // outlives pp, which points into it
+        const PartitionPolicy* pp = c.site.find_partition(*part);
         return pp && pp->mode == VmMode::required;
     } catch (const std::exception&) {
         return false;
