@@ -267,6 +267,13 @@ std::vector<std::string> inherited_env(std::initializer_list<const char*> names)
     return out;
 }
 
+std::optional<std::string> env_entry(const std::vector<std::string>& env, const std::string& name) {
+    for (const auto& e : env)
+        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+            return e.substr(name.size() + 1);
+    return std::nullopt;
+}
+
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) {

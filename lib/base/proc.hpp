@@ -72,6 +72,10 @@ long now_ms();
 // e.g. PATH and SLURM_CONF on to a Slurm command run with RunOptions::env).
 std::vector<std::string> inherited_env(std::initializer_list<const char*> names);
 
+// The value of NAME in an environment given as "NAME=value" strings; nullopt
+// when it is not set.
+std::optional<std::string> env_entry(const std::vector<std::string>& env, const std::string& name);
+
 // A process recorded in a pid file, identified by `expect`: every
 // tab-separated part of it must be in its command line (a pid file may outlive
 // its process, and the pid may now be another's). Zombies do not count.

@@ -25,16 +25,6 @@ namespace svm {
 
 namespace {
 
-std::string env_value(const std::vector<std::string>& env, const std::string& name, bool* found = nullptr) {
-    for (const auto& e : env)
-        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
-            if (found) *found = true;
-            return e.substr(name.size() + 1);
-        }
-    if (found) *found = false;
-    return "";
-}
-
 // argv as execvp wants it: built before fork (nothing is allocated after
 // fork: the srun relay's thread may hold the allocator's lock).
 std::vector<char*> c_argv(const std::vector<std::string>& args) {
@@ -192,17 +182,18 @@ std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& ar
     TaskInvocation t;
     t.env = env;
     t.cwd = cwd;
-    bool has_plan = false, prepended = false, has_argv0 = false;
-    t.plan_path = env_value(env, "SLURM_VM_PLAN", &has_plan);
-    env_value(env, "SLURM_VM_PREPENDED", &prepended);
-    std::string argv0 = prepended ? (argv.size() > 1 ? argv[1] : "") : env_value(env, "SLURM_VM_ARGV0", &has_argv0);
-    if (!has_plan || (prepended ? argv.size() < 2 : !has_argv0)) return std::nullopt;
-    t.argv.push_back(argv0);
+    std::optional<std::string> plan = env_entry(env, "SLURM_VM_PLAN");
+    bool prepended = env_entry(env, "SLURM_VM_PREPENDED").has_value();
+    std::optional<std::string> argv0 = prepended
+                                           ? (argv.size() > 1 ? std::optional<std::string>(argv[1]) : std::nullopt)
+                                           : env_entry(env, "SLURM_VM_ARGV0");
+    if (!plan || !argv0) return std::nullopt;
+    t.plan_path = *plan;
+    t.argv.push_back(*argv0);
     for (size_t i = prepended ? 2 : 1; i < argv.size(); ++i) t.argv.push_back(argv[i]);
-    env_value(env, "SLURM_VM_BATCH", &t.batch);
-    bool console = false;
-    std::string cfd = env_value(env, "SLURM_VM_CONSOLE_FD", &console);
-    if (console) t.console_fd = static_cast<int>(parse_job_id(cfd));  // digits only
+    t.batch = env_entry(env, "SLURM_VM_BATCH").has_value();
+    if (auto cfd = env_entry(env, "SLURM_VM_CONSOLE_FD"))
+        t.console_fd = static_cast<int>(parse_job_id(*cfd));  // digits only
     // Our own path for the ProxyCommand: argv[0] as the plugin set it (an
     // absolute path; /proc/self/exe would say "(deleted)" after an upgrade).
     t.self = argv.empty() ? "" : argv[0];
@@ -233,7 +224,7 @@ GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std:
     GuestCommand c;
     c.argv = t.argv;
     c.env = t.env;
-    std::string tpn = env_value(t.env, "SLURM_TASKS_PER_NODE");
+    std::string tpn = env_entry(t.env, "SLURM_TASKS_PER_NODE").value_or("");
     if (!p.peers.empty() && !p.peers[0].ip.empty()) c.hostfile = mpi_hostfile(p.peers, tpn.empty() ? "1" : tpn);
     c.cwd = t.cwd;
     c.pid_file = pid_file;

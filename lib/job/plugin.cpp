@@ -46,13 +46,6 @@ SubmitProcess SubmitProcess::self() {
 
 namespace {
 
-std::string env_of(const SubmitProcess& proc, const std::string& name) {
-    for (const auto& e : proc.env)
-        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
-            return e.substr(name.size() + 1);
-    return "";
-}
-
 std::string absolute(const SubmitProcess& proc, const std::string& p) {
     if (p.empty() || p[0] == '/' || proc.cwd.empty()) return p;
     return path_join(proc.cwd, p);
@@ -156,14 +149,14 @@ void check_vm_request(PluginOptions& opt, const std::optional<NodeConfig>& cfg, 
 std::vector<std::string> submit_partitions(PluginHost& host, const SubmitProcess& proc) {
     std::string v = partition_from_args(proc.args);
     for (const char* name : {"SBATCH_PARTITION", "SALLOC_PARTITION", "SLURM_PARTITION"})
-        if (v.empty()) v = env_of(proc, name);
+        if (v.empty()) v = env_entry(proc.env, name).value_or("");
     if (v.empty()) v = host.default_partition();
     return split_partitions(v);
 }
 
 void submit_request(PluginHost& host, PluginOptions& opt, const SubmitProcess& proc) {
     auto from_env = [&](std::string& slot, const char* name) {
-        if (slot.empty()) slot = env_of(proc, name);
+        if (slot.empty()) slot = env_entry(proc.env, name).value_or("");
     };
     from_env(opt.image, "SLURM_VM_IMAGE");
     from_env(opt.kernel, "SLURM_VM_KERNEL");
