@@ -9,12 +9,13 @@
 
 #include "commands.hpp"
 #include "config.hpp"
+#include "dev_acl.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "job_plan.hpp"
 #include "ledger.hpp"
-#include "oci_image.hpp"
 #include "log.hpp"
+#include "oci_image.hpp"
 #include "proc.hpp"
 #include "squeue_ids.hpp"
 #include "vm_job.hpp"
@@ -87,7 +88,9 @@ const char* kStatusUsage =
 const char* kSweepUsage =
     "usage: slurm-vm sweep [--config FILE] [--node NAME]... [--dry-run] [--force]\n"
     "Finds state of VM jobs that no longer run on the node (guests, keepers, overlays,\n"
-    "keys, leases, device bindings: everything in their ledgers) and undoes it. Safe at\n"
+    "keys, leases, device bindings: everything in their ledgers) and undoes it, and\n"
+    "removes device ACL entries (/dev/kvm, /dev/vfio/N) of job groups whose job Slurm\n"
+    "no longer has anywhere and no ledger takes back. Safe at\n"
     "any time and at slurmd start: a job Slurm still has on the node (by job id, so each\n"
     "array task and heterogeneous component counts) is never touched, and if Slurm cannot\n"
     "be asked or its answer is not understood, nothing is done (unless --force). Also deletes the\n"
@@ -154,80 +157,131 @@ int cmd_status(const Args& args) {
     return 0;
 }
 
+namespace {
+
+// The jobs Slurm has in an active state on node, or anywhere when node is
+// empty; nothing (and why) when Slurm cannot be asked or its answer is not
+// understood. %A, not %i: the state here is keyed by job id, and %i shows an
+// array task as <base>_<index> and a heterogeneous component as <leader>+<n>
+// (admin/squeue_ids.hpp).
+std::optional<std::set<uint32_t>> active_jobs(const std::string& node, std::string& why) {
+    RunOptions qo;
+    qo.timeout_ms = 30000;
+    qo.env = inherited_env({"PATH", "SLURM_CONF"});
+    std::vector<std::string> argv{"squeue", "-h", "-o", kSqueueJobIdFormat, "-t", "PD,CF,R,CG,S,ST"};
+    if (!node.empty()) argv.insert(argv.end(), {"-w", node});
+    RunResult q = run(argv, qo);
+    if (!q.ok()) {
+        why = q.timed_out ? "squeue did not answer within 30 s" : trim(q.err);
+        if (why.empty()) why = "squeue exited with status " + std::to_string(q.status);
+        return std::nullopt;
+    }
+    auto parsed = parse_squeue_job_ids(q.out);
+    if (!parsed) {
+        std::string shown = trim(q.out).substr(0, 200);
+        for (char& ch : shown)
+            if (ch == '\n') ch = ' ';
+        why = "squeue's answer is not one job id per line: " + shown;
+    }
+    return parsed;
+}
+
+// Undoes the ledgers of the candidates Slurm no longer runs on the node.
+int sweep_ledgers(const NodeArgs& a, const NodeConfig& c, const std::string& node,
+                  const std::vector<uint32_t>& candidates, const std::set<uint32_t>& live) {
+    int rc = 0;
+    for (uint32_t id : candidates) {
+        if (live.count(id)) continue;
+        if (a.dry_run) {
+            std::printf("%s: job %u is gone; would undo its ledger\n", node.c_str(), id);
+            continue;
+        }
+        auto failures = teardown_job(c, id);
+        if (failures.empty()) {
+            std::printf("%s: job %u: leftovers removed\n", node.c_str(), id);
+        } else {
+            rc = 1;
+            for (const auto& f : failures) std::fprintf(stderr, "%s: job %u: %s\n", node.c_str(), id, f.c_str());
+        }
+    }
+    return rc;
+}
+
+// Device ACL entries of job groups whose job Slurm no longer has anywhere
+// (the host's device nodes serve every slurmd on it) and whose ledger here is
+// gone: left by a crash that lost the ledger, or by an older release.
+int sweep_device_grants(const NodeArgs& a, const NodeConfig& c, const std::string& node,
+                        const std::vector<DeviceGrant>& grants, const std::set<uint32_t>& live_anywhere) {
+    int rc = 0;
+    for (const auto& g : grants) {
+        if (live_anywhere.count(g.job_id) || path_exists(c.ledger_path(g.job_id))) continue;
+        if (a.dry_run) {
+            std::printf("%s: %s: would remove the entry of ended job %u\n", node.c_str(), g.path.c_str(), g.job_id);
+            continue;
+        }
+        try {
+            revoke_group(g.path, c.job_gid(g.job_id));
+            std::printf("%s: %s: entry of ended job %u removed\n", node.c_str(), g.path.c_str(), g.job_id);
+        } catch (const Error& e) {
+            rc = 1;
+            std::fprintf(stderr, "%s: %s: %s\n", node.c_str(), g.path.c_str(), e.chain().c_str());
+        }
+    }
+    return rc;
+}
+
+// Per-job log files of ended jobs, past their age; the registry image cache,
+// down to its bound (entries a job of the node boots from stay).
+int prune_logs_and_cache(const NodeArgs& a, const NodeConfig& c, const std::string& node,
+                         const std::set<uint32_t>& live) {
+    int rc = 0;
+    try {
+        for (const auto& name : log::prune_job_logs(c.job_log_dir(), c.log_keep_days, live, ::time(nullptr), a.dry_run))
+            std::printf("%s: %s %s (older than %d days)\n", node.c_str(), a.dry_run ? "would delete" : "deleted",
+                        path_join(c.job_log_dir(), name).c_str(), c.log_keep_days);
+    } catch (const Error& e) {
+        rc = 1;
+        std::fprintf(stderr, "%s: log files: %s\n", node.c_str(), e.chain().c_str());
+    }
+    try {
+        if (!a.dry_run && path_exists(c.oci.cache_dir))
+            for (const auto& d : prune_oci_cache(c.oci.cache_dir, c.oci.cache_max_bytes, oci_entries_in_use(c)))
+                std::printf("%s: registry cache: removed %s (least recently used)\n", node.c_str(), d.c_str());
+    } catch (const Error& e) {
+        rc = 1;
+        std::fprintf(stderr, "%s: registry cache: %s\n", node.c_str(), e.chain().c_str());
+    }
+    return rc;
+}
+
+}  // namespace
+
 int cmd_sweep(const Args& args) {
     NodeArgs a;
     if (!parse(args, a, kSweepUsage, true)) return 0;
     int rc = 0;
     for (const auto& node : node_names(a)) {
         NodeConfig c = load_config(a.config, node);
-        // The jobs with state here, listed before Slurm is asked: a job's prolog
-        // runs only once Slurm has allocated it, so each of these is in squeue's
-        // answer if it still runs. (Listed after, a job whose prolog began in
-        // between would look gone and lose its guest.)
+        // What there is here, listed before Slurm is asked: a job's prolog runs
+        // only once Slurm has allocated it, so each of these jobs is in
+        // squeue's answer if it still runs. (Listed after, a job whose prolog
+        // began in between would look gone and lose its guest.)
         std::vector<uint32_t> candidates = jobs_on_node(c);
-        // Jobs Slurm runs on this node now (never touched).
-        RunOptions qo;
-        qo.timeout_ms = 30000;
-        qo.env = inherited_env({"PATH", "SLURM_CONF"});
-        // %A, not %i: the state here is keyed by job id, and %i shows an array
-        // task as <base>_<index> and a heterogeneous component as <leader>+<n>
-        // (admin/squeue_ids.hpp).
-        RunResult q = run({"squeue", "-h", "-w", node, "-o", kSqueueJobIdFormat, "-t", "PD,CF,R,CG,S,ST"}, qo);
-        std::optional<std::set<uint32_t>> parsed;
+        std::vector<DeviceGrant> grants = device_grants_on_node(c);
         std::string why;
-        if (!q.ok()) {
-            why = q.timed_out ? "squeue did not answer within 30 s" : trim(q.err);
-            if (why.empty()) why = "squeue exited with status " + std::to_string(q.status);
-        } else if (!(parsed = parse_squeue_job_ids(q.out))) {
-            std::string shown = trim(q.out).substr(0, 200);
-            for (char& ch : shown)
-                if (ch == '\n') ch = ' ';
-            why = "squeue's answer is not one job id per line: " + shown;
-        }
-        std::set<uint32_t> live;
-        if (parsed) {
-            live = *parsed;
-        } else if (!a.force) {
+        auto live = active_jobs(node, why);
+        std::optional<std::set<uint32_t>> live_anywhere;
+        if (live && !grants.empty()) live_anywhere = active_jobs("", why);
+        if ((!live || (!grants.empty() && !live_anywhere)) && !a.force) {
             std::fprintf(stderr, "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
                          "(use --force if the node is out of service)\n", node.c_str(), why.c_str());
             rc = 1;
             continue;
         }
-        for (uint32_t id : candidates) {
-            if (live.count(id)) continue;
-            if (a.dry_run) {
-                std::printf("%s: job %u is gone; would undo its ledger\n", node.c_str(), id);
-                continue;
-            }
-            auto failures = teardown_job(c, id);
-            if (failures.empty()) {
-                std::printf("%s: job %u: leftovers removed\n", node.c_str(), id);
-            } else {
-                rc = 1;
-                for (const auto& f : failures) std::fprintf(stderr, "%s: job %u: %s\n", node.c_str(), id, f.c_str());
-            }
-        }
-        // Per-job log files of ended jobs, past their age.
-        try {
-            for (const auto& name : log::prune_job_logs(c.job_log_dir(), c.log_keep_days, live, ::time(nullptr),
-                                                        a.dry_run))
-                std::printf("%s: %s %s (older than %d days)\n", node.c_str(),
-                            a.dry_run ? "would delete" : "deleted", path_join(c.job_log_dir(), name).c_str(),
-                            c.log_keep_days);
-        } catch (const Error& e) {
-            rc = 1;
-            std::fprintf(stderr, "%s: log files: %s\n", node.c_str(), e.chain().c_str());
-        }
-        // The registry image cache, down to its bound (entries a job of the
-        // node boots from stay).
-        try {
-            if (!a.dry_run && path_exists(c.oci.cache_dir))
-                for (const auto& d : prune_oci_cache(c.oci.cache_dir, c.oci.cache_max_bytes, oci_entries_in_use(c)))
-                    std::printf("%s: registry cache: removed %s (least recently used)\n", node.c_str(), d.c_str());
-        } catch (const Error& e) {
-            rc = 1;
-            std::fprintf(stderr, "%s: registry cache: %s\n", node.c_str(), e.chain().c_str());
-        }
+        std::set<uint32_t> none;
+        rc |= sweep_ledgers(a, c, node, candidates, live.value_or(none));
+        rc |= sweep_device_grants(a, c, node, grants, live_anywhere.value_or(none));
+        rc |= prune_logs_and_cache(a, c, node, live.value_or(none));
     }
     return rc;
 }

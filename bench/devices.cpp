@@ -102,16 +102,11 @@ struct Bench {
     DeviceConfig cfg;
     SysfsRoot root;
     FakeKernel k;
-    std::map<std::string, UndoFn> undo;
     int next_job = 1000;
 
     explicit Bench(const std::string& state_parent) : dir(state_parent), root(fs.sysfs_root()), k(fs) {
         build_node(fs);
         cfg = config_from(config_json(dir.path + "/vf-pool"));
-        for (const char* kind : {"vfio_bind", "vf_reservation", "vf_config"}) {
-            std::string kk = kind;
-            undo[kk] = [this, kk](const json_t* d) { undo_device_step(root, k, cfg, kk, d); };
-        }
     }
 
     // One job's prolog half: plan + prepare; its ledger stays open for release().
@@ -138,7 +133,8 @@ struct Bench {
 
     void release(Series& s, Ledger& l) {
         double t0 = now_ms();
-        auto failures = undo_all(l, undo);
+        auto failures =
+            undo_all(l, [this](const LedgerEntry& e) { undo_device_step(root, k, cfg, e.kind, e.data.get()); });
         s.release.push_back(now_ms() - t0);
         if (!failures.empty()) SVM_THROW("release failed: " + failures.front());
     }

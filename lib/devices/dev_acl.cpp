@@ -154,6 +154,15 @@ bool has_group_entry(const std::string& path, gid_t gid) {
     return false;
 }
 
+std::vector<gid_t> group_entries(const std::string& path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return {};
+    std::vector<gid_t> out;
+    for (const auto& e : read_acl(path))
+        if (e.tag == GROUP) out.push_back(static_cast<gid_t>(e.id));
+    return out;
+}
+
 bool accessible_rw_as(const std::string& path, uid_t uid, gid_t gid) {
     // Supplementary groups as libvirt gives them to QEMU: the user's, by name.
     std::vector<gid_t> groups{gid};

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace svm {
 
@@ -18,6 +19,8 @@ void revoke_group(const std::string& path, gid_t gid);
 void grant_user(const std::string& path, uid_t uid, unsigned perm);
 // Whether path's access ACL holds an entry for group gid.
 bool has_group_entry(const std::string& path, gid_t gid);
+// The groups with a named entry on path's access ACL (none when path is gone).
+std::vector<gid_t> group_entries(const std::string& path);
 // Whether an identity (uid, gid, supplementary groups) could open path for
 // reading and writing, decided by the kernel in a child with that identity.
 bool accessible_rw_as(const std::string& path, uid_t uid, gid_t gid);

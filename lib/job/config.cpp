@@ -36,6 +36,10 @@ gid_t NodeConfig::job_gid(uint32_t job_id) const {
     if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
     return static_cast<gid_t>(job_gid_base + job_id);
 }
+std::optional<uint32_t> NodeConfig::job_of_gid(gid_t gid) const {
+    if (gid < job_gid_base || gid - job_gid_base > kMaxJobGidSpan) return std::nullopt;
+    return static_cast<uint32_t>(gid - job_gid_base);
+}
 std::string NodeConfig::job_overlay_dir(uint32_t job_id) const {
     return path_join(overlay_dir, "job_" + std::to_string(job_id));
 }

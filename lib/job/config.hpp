@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -102,7 +103,9 @@ struct NodeConfig {
     OciSettings oci;
 
     std::string job_dir(uint32_t job_id) const;
-    gid_t job_gid(uint32_t job_id) const;  // the job's guest group (see job_gid_base)
+    gid_t job_gid(uint32_t job_id) const;
+    // The job whose group gid is, if it is one (the inverse of job_gid).
+    std::optional<uint32_t> job_of_gid(gid_t gid) const;  // the job's guest group (see job_gid_base)
     std::string ledger_dir() const;
     std::string job_overlay_dir(uint32_t job_id) const;  // <overlay_dir>/job_<id>
     std::string ledger_path(uint32_t job_id) const;

@@ -17,13 +17,6 @@ Ledger Ledger::load(const std::string& path, uint32_t job_id) {
     Json root = json_parse(text, path);
     if (auto j = json_get_int(root.get(), "job_id"); j && static_cast<uint32_t>(*j) != job_id)
         SVM_THROW(path + " belongs to job " + std::to_string(*j) + ", not " + std::to_string(job_id));
-    if (json_t* m = json_object_get(root.get(), "meta")) {
-        const char* k;
-        json_t* v;
-        json_object_foreach(m, k, v) {
-            if (json_is_string(v)) l.meta_[k] = json_string_value(v);
-        }
-    }
     json_t* arr = json_object_get(root.get(), "entries");
     size_t i;
     json_t* e;
@@ -39,9 +32,6 @@ Ledger Ledger::load(const std::string& path, uint32_t job_id) {
 void Ledger::save() const {
     Json root(json_object());
     json_object_set_new(root.get(), "job_id", json_integer(job_id_));
-    Json m(json_object());
-    for (auto& [k, v] : meta_) json_object_set_new(m.get(), k.c_str(), json_string(v.c_str()));
-    json_object_set(root.get(), "meta", m.get());
     Json arr(json_array());
     for (auto& e : entries_) {
         json_t* o = json_object();
@@ -59,11 +49,6 @@ void Ledger::record(const std::string& kind, Json data) {
     save();
 }
 
-void Ledger::set_meta(const std::string& key, const std::string& value) {
-    meta_[key] = value;
-    save();
-}
-
 bool Ledger::exists_on_disk() const { return path_exists(path_); }
 
 void Ledger::erase() {
@@ -71,18 +56,13 @@ void Ledger::erase() {
     entries_.clear();
 }
 
-std::vector<std::string> undo_all(Ledger& ledger, const std::map<std::string, UndoFn>& undo) {
+std::vector<std::string> undo_all(Ledger& ledger, const std::function<void(const LedgerEntry&)>& undo) {
     std::vector<std::string> failures;
     const auto& es = ledger.entries();
     for (auto it = es.rbegin(); it != es.rend(); ++it) {
-        auto fn = undo.find(it->kind);
-        if (fn == undo.end()) {
-            failures.push_back("no undo action for ledger entry \"" + it->kind + "\"");
-            continue;
-        }
         try {
             log::Steps step;
-            fn->second(it->data.get());
+            undo(*it);
             step.done("undone: " + it->kind);
         } catch (const Error& e) {
             failures.push_back("undo " + it->kind + ": " + e.chain());

@@ -1,12 +1,12 @@
 // The per-node, per-job ledger of host changes. Every change the prolog makes
 // is appended here (atomically, fsync'd) BEFORE it is made; the epilog, a
-// failed prolog and `slurm-vm sweep` undo the entries in reverse order. Undo
-// actions must be idempotent: an entry may describe a change that was never
-// made (crash right after recording) or that was already undone.
+// failed prolog and `slurm-vm sweep` undo the entries in reverse order. The
+// records and their undo: lib/job/host_changes.hpp. Undo actions must be
+// idempotent: an entry may describe a change that was never made (crash right
+// after recording) or that was already undone.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -26,11 +26,15 @@ public:
     static Ledger load(const std::string& path, uint32_t job_id);
 
     void record(const std::string& kind, Json data);
+    // A typed record (host_changes.hpp): its kind and its JSON form.
+    template <class Change>
+    void record(const Change& c) {
+        record(Change::kind, c.to_json());
+    }
     const std::vector<LedgerEntry>& entries() const { return entries_; }
     uint32_t job_id() const { return job_id_; }
     const std::string& path() const { return path_; }
     bool exists_on_disk() const;
-    void set_meta(const std::string& key, const std::string& value);
     // Removes the file (after a complete undo).
     void erase();
 
@@ -39,14 +43,11 @@ private:
     std::string path_;
     uint32_t job_id_ = 0;
     std::vector<LedgerEntry> entries_;
-    std::map<std::string, std::string> meta_;
 };
 
-using UndoFn = std::function<void(const json_t* data)>;
-
-// Undoes every entry in reverse order with the registered undo functions.
+// Undoes every entry in reverse order with undo (which throws on failure).
 // Errors do not stop the walk: every entry is tried; the messages of those that
 // failed are returned (empty = clean). On success the ledger file is removed.
-std::vector<std::string> undo_all(Ledger& ledger, const std::map<std::string, UndoFn>& undo);
+std::vector<std::string> undo_all(Ledger& ledger, const std::function<void(const LedgerEntry&)>& undo);
 
 }  // namespace svm

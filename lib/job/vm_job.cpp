@@ -14,27 +14,28 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cgroup.hpp"
+#include "dev_acl.hpp"
+#include "device_steps.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
+#include "host_changes.hpp"
 #include "hostlist.hpp"
 #include "hugepages.hpp"
 #include "image_check.hpp"
 #include "irq_profile.hpp"
+#include "job_keys.hpp"
 #include "ledger.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
+#include "oci_image.hpp"
 #include "pci_device.hpp"
 #include "proc.hpp"
-#include "oci_image.hpp"
 #include "seed.hpp"
 #include "site_catalogue.hpp"
 #include "virtiofs.hpp"
 #include "vm_save.hpp"
-#include "cgroup.hpp"
-#include "dev_acl.hpp"
-#include "device_steps.hpp"
-#include "job_keys.hpp"
 
 namespace svm {
 
@@ -64,12 +65,7 @@ void chown_mode(const std::string& path, uid_t uid, gid_t gid, mode_t mode) {
 // (recorded first; the epilog takes it back). Absent devices are skipped.
 void grant_device(Ledger& ledger, const std::string& path, gid_t gid) {
     if (!path_exists(path)) return;
-    ledger.record("dev_acl", [&] {
-        Json d(json_object());
-        json_object_set_new(d.get(), "path", json_string(path.c_str()));
-        json_object_set_new(d.get(), "gid", json_integer(gid));
-        return d;
-    }());
+    ledger.record(DevAclChange{path, gid});
     grant_group_rw(path, gid);
 }
 
@@ -188,80 +184,6 @@ void copy_boot_file(int in, const std::string& path, const std::string& dst, gid
     if (::fchown(out.get(), 0, guest_gid) != 0) SVM_THROW_ERRNO("chown " + dst);
 }
 
-std::map<std::string, UndoFn> undo_actions(const NodeConfig& cfg, uint32_t job_id) {
-    std::map<std::string, UndoFn> m;
-    if (cfg.devices) {
-        auto dc = std::make_shared<DeviceConfig>(parse_device_config(cfg.devices.get()));
-        auto root = std::make_shared<SysfsRoot>(cfg.sysfs_root);
-        for (const char* kind : {"vfio_bind", "vf_reservation", "vf_config"}) {
-            std::string k = kind;
-            m[k] = [dc, root, k](const json_t* d) {
-                auto w = device_writer(*root, *dc);
-                undo_device_step(*root, *w, *dc, k, d);
-            };
-        }
-    }
-    m["job_dir"] = [job_id](const json_t* d) {
-        auto path = json_get_string(d, "path").value_or("");
-        if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("job_dir entry without a job path");
-        stop_recorded_process(path_join(path, "keeper.pid"), keeper_mark(job_id), 5000);
-        remove_tree(path);
-    };
-    m["dev_acl"] = [](const json_t* d) {
-        std::string path = json_get_string(d, "path").value_or("");
-        auto gid = json_get_int(d, "gid");
-        if (path.empty() || !gid) SVM_THROW("dev_acl entry without path or gid");
-        revoke_group(path, static_cast<gid_t>(*gid));
-    };
-    m["overlay_dir"] = [](const json_t* d) {
-        auto path = json_get_string(d, "path").value_or("");
-        if (path.empty() || path.find("/job_") == std::string::npos) SVM_THROW("overlay_dir entry without a job path");
-        remove_tree(path);
-    };
-    // Entries of ledgers written before the per-job segment (a node upgraded
-    // while such jobs ran): the address lease, and the shared bridge's filter
-    // once no lease of the job is left on the host.
-    m["ip_lease"] = [](const json_t* d) {
-        std::string f = json_get_string(d, "file").value_or(""), holder;
-        if (!f.empty() && read_file_if_exists(f, holder) && trim(holder) == json_get_string(d, "owner").value_or(""))
-            remove_tree(f);
-    };
-    m["net_filter"] = [](const json_t* d) {
-        std::string dir = json_get_string(d, "lease_dir").value_or(""), ns = json_get_string(d, "netns").value_or("");
-        std::string table = json_get_string(d, "table").value_or("");
-        std::string owner = "job " + std::to_string(json_get_int(d, "job").value_or(0)) + " on ";
-        for (const auto& f : list_dir(dir)) {
-            std::string holder;
-            if (read_file_if_exists(path_join(dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
-        }
-        if (table.rfind("svm_job_", 0) != 0) SVM_THROW("not a job filter table: " + table);
-        std::vector<std::string> argv = {"nft", "delete", "table", "bridge", table};
-        if (!ns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
-        run(argv);  // gone already: fine
-    };
-    m["job_net"] = [](const json_t* d) {
-        remove_segment(json_get_string(d, "netns").value_or(""), json_get_string(d, "underlay_netns").value_or(""),
-                       json_get_string(d, "vxlan").value_or(""));
-    };
-    m["domain"] = [job_id](const json_t* d) {
-        std::string root = json_get_string(d, "embed_root").value_or("");
-        std::string name = json_get_string(d, "name").value_or("");
-        std::string keeper_pid = json_get_string(d, "keeper_pid_file").value_or("");
-        // The keeper holds the embedded driver; it must be gone before we open it.
-        if (!keeper_pid.empty()) stop_recorded_process(keeper_pid, keeper_mark(job_id), 8000);
-        // A guest the keeper left (killed, or crashed): its job is over, so
-        // QEMU ends at once; the embedded root goes with the job directory.
-        stop_recorded_process(qemu_pid_file(root, name), qemu_mark(name), 0);
-        // Its share servers end when QEMU does; any the keeper left go now.
-        auto servers = json_get_int(d, "share_servers").value_or(0);
-        std::string dir = json_get_string(d, "job_dir").value_or("");
-        for (int64_t i = 0; i < servers && !dir.empty(); ++i)
-            stop_recorded_process(path_join(dir, "share" + std::to_string(i) + ".pid"),
-                                  virtiofsd_mark(job_id, static_cast<size_t>(i)), 0);
-    };
-    return m;
-}
-
 }  // namespace
 
 std::string keeper_mark(uint32_t job_id) { return "slurm-vm-keeper\t --job " + std::to_string(job_id) + " "; }
@@ -367,13 +289,7 @@ static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const 
     p.bridge = s.bridge;
     p.netns = s.netns;
     p.mtu = s.mtu;
-    ledger.record("job_net", [&] {
-        Json d(json_object());
-        json_object_set_new(d.get(), "netns", json_string(s.netns.c_str()));
-        json_object_set_new(d.get(), "underlay_netns", json_string(s.underlay_netns.c_str()));
-        json_object_set_new(d.get(), "vxlan", json_string(s.vxlan.c_str()));
-        return d;
-    }());
+    ledger.record(JobNetChange{s.netns, s.underlay_netns, s.vxlan});
     try {
         setup_segment(s);
     } catch (const VniInUse& e) {
@@ -459,12 +375,7 @@ PrologResult refused(const JobPlan& p, const std::string& why) {
 // The job directory (recorded first) and who the job's user is.
 void make_job_dir_for_user(Preparation& s) {
     JobPlan& p = s.p;
-    s.ledger.set_meta("node", s.req.node);
-    s.ledger.record("job_dir", [&] {
-        Json d(json_object());
-        json_object_set_new(d.get(), "path", json_string(p.dir.c_str()));
-        return d;
-    }());
+    s.ledger.record(JobDirChange{p.dir});
     remove_tree(p.dir);
     s.who = credentials_for(s.req.uid,
                             s.req.gid == static_cast<gid_t>(-1) ? std::nullopt : std::optional<gid_t>(s.req.gid));
@@ -658,11 +569,7 @@ void check_fabric_and_hugepages(Preparation& s) {
 void make_overlay(Preparation& s) {
     JobPlan& p = s.p;
     p.overlay_dir = s.cfg.job_overlay_dir(s.req.job_id);
-    s.ledger.record("overlay_dir", [&] {
-        Json d(json_object());
-        json_object_set_new(d.get(), "path", json_string(p.overlay_dir.c_str()));
-        return d;
-    }());
+    s.ledger.record(OverlayDirChange{p.overlay_dir});
     mkdir_p(s.cfg.overlay_dir, 0711);
     remove_tree(p.overlay_dir);
     if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
@@ -689,17 +596,12 @@ void make_seed_and_console(Preparation& s) {
 // and the guest's group reach libvirt's files for the guest.
 void make_libvirt_root(Preparation& s) {
     JobPlan& p = s.p;
-    s.ledger.record("domain", [&] {
-        Json d(json_object());
-        json_object_set_new(d.get(), "embed_root", json_string(p.embed_root().c_str()));
-        json_object_set_new(d.get(), "name", json_string(p.domain_name.c_str()));
-        json_object_set_new(d.get(), "keeper_pid_file", json_string(p.keeper_pid_file().c_str()));
-        if (!p.virtiofsd.empty()) {
-            json_object_set_new(d.get(), "job_dir", json_string(p.dir.c_str()));
-            json_object_set_new(d.get(), "share_servers", json_integer(static_cast<json_int_t>(p.shares.size())));
-        }
-        return d;
-    }());
+    DomainChange guest{p.embed_root(), p.domain_name, p.keeper_pid_file()};
+    if (!p.virtiofsd.empty()) {
+        guest.job_dir = p.dir;
+        guest.share_servers = static_cast<int64_t>(p.shares.size());
+    }
+    s.ledger.record(guest);
     mkdir_p(p.embed_root(), 0710);
     chown_mode(p.embed_root(), 0, s.qgid, 0710);
     write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, s.qgid});
@@ -768,7 +670,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
 
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
-    std::vector<std::string> failures = undo_all(ledger, undo_actions(cfg, job_id));
+    std::vector<std::string> failures = undo_ledger(ledger, cfg);
     // A refused job leaves only its state file in the job directory.
     std::string dir = cfg.job_dir(job_id);
     if (failures.empty() && path_exists(dir)) {
@@ -796,6 +698,18 @@ std::set<std::string> oci_entries_in_use(const NodeConfig& cfg) {
         } catch (const Error&) {
         }
     }
+    return out;
+}
+
+std::vector<DeviceGrant> device_grants_on_node(const NodeConfig& cfg) {
+    std::vector<std::string> paths{cfg.kvm_device};
+    std::string vfio = SysfsRoot(cfg.sysfs_root).path("dev/vfio");
+    for (const auto& n : list_dir(vfio))
+        if (n.find_first_not_of("0123456789") == std::string::npos) paths.push_back(path_join(vfio, n));
+    std::vector<DeviceGrant> out;
+    for (const auto& path : paths)
+        for (gid_t g : group_entries(path))
+            if (auto job = cfg.job_of_gid(g)) out.push_back({path, *job});
     return out;
 }
 

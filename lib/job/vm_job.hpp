@@ -63,6 +63,17 @@ std::set<std::string> oci_entries_in_use(const NodeConfig& cfg);
 // Jobs with a ledger or a job directory on this node.
 std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);
 
+// A job group's entry on one of the node's device nodes (/dev/kvm,
+// /dev/vfio/N): granted by the job's prolog, taken back with its ledger.
+struct DeviceGrant {
+    std::string path;
+    uint32_t job_id = 0;
+};
+// The entries of job groups (job_gid_base and above) on the node's device
+// nodes now. One whose job Slurm no longer runs anywhere, and which no ledger
+// here takes back, is a leftover (`slurm-vm sweep` removes it).
+std::vector<DeviceGrant> device_grants_on_node(const NodeConfig& cfg);
+
 // What identifies job_id's keeper in its command line (for
 // process_recorded_alive and stop_recorded_process, proc.hpp).
 std::string keeper_mark(uint32_t job_id);

@@ -9,6 +9,14 @@ source "$(dirname "$0")/lib.sh"
 
 kvm=/dev/kvm
 [[ -e $kvm ]] || { log "SKIP: no $kvm on this machine"; exit 77; }
+# Entries of earlier jobs (ended: none runs now) would keep the group bits
+# this test checks: a leak of an earlier run, which `slurm-vm sweep` removes.
+base_gid=$(cluster_setting job_gid_base $((0x70000000)))
+for g in $(getfacl -n "$kvm" 2>/dev/null | sed -n 's/^group:\([0-9]*\):.*/\1/p'); do
+    (( g >= base_gid )) || continue
+    [[ -n "$(squeue -h -t PD,CF,R,CG,S,ST -j $(( g - base_gid )) 2>/dev/null)" ]] ||
+        fail "$kvm holds the entry of ended job $(( g - base_gid )) (group $g), left by an earlier run: run slurm-vm sweep"
+done
 saved="$(stat -c '%u:%g %a' "$kvm")"
 restore() { chown "${saved% *}" "$kvm"; chmod "${saved#* }" "$kvm"; }
 trap restore EXIT

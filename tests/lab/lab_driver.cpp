@@ -149,12 +149,7 @@ void print_message(const char* key, const std::string& msg, const char* count_ke
 
 // The epilog's walk: every device step in reverse order; returns the errors.
 std::vector<std::string> undo_ledger(Ledger& ledger, const SysfsRoot& root, SysfsWriter& w, const DeviceConfig& cfg) {
-    std::map<std::string, UndoFn> undo;
-    for (const char* kind : {BindRecord::kKind, VfReservationRecord::kKind, VfConfigRecord::kKind}) {
-        std::string k = kind;
-        undo[k] = [&, k](const json_t* data) { undo_device_step(root, w, cfg, k, data); };
-    }
-    return undo_all(ledger, undo);
+    return undo_all(ledger, [&](const LedgerEntry& e) { undo_device_step(root, w, cfg, e.kind, e.data.get()); });
 }
 
 DeviceRecordFn recorder(Ledger& ledger) {

@@ -82,10 +82,10 @@ TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
     auto l = svm::Ledger::load(path, 5);
     REQUIRE(l.entries().size() == 3);
     std::vector<std::string> order;
-    std::map<std::string, svm::UndoFn> undo{{"step", [&](const json_t* j) {
-                                                 order.push_back(*svm::json_get_string(j, "name"));
-                                                 if (order.size() == 2) SVM_THROW("injected");
-                                             }}};
+    auto undo = [&](const svm::LedgerEntry& e) {
+        order.push_back(*svm::json_get_string(e.data.get(), "name"));
+        if (order.size() == 2) SVM_THROW("injected");
+    };
     auto failures = svm::undo_all(l, undo);
     CHECK(order == std::vector<std::string>{"c", "b", "a"});  // every entry tried despite the failure
     REQUIRE(failures.size() == 1);
@@ -93,7 +93,7 @@ TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
     CHECK(svm::path_exists(path));  // kept: not clean
     order.clear();
     auto l2 = svm::Ledger::load(path, 5);
-    std::map<std::string, svm::UndoFn> ok{{"step", [&](const json_t*) { order.push_back("x"); }}};
+    auto ok = [&](const svm::LedgerEntry&) { order.push_back("x"); };
     CHECK(svm::undo_all(l2, ok).empty());
     CHECK_FALSE(svm::path_exists(path));
     auto l3 = svm::Ledger::load(path, 5);  // nothing left: a second epilog is a no-op

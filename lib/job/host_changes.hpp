@@ -1,0 +1,90 @@
+// The host changes a job's prolog makes, one typed ledger record each: what
+// the record holds, how it is written and read back, and how it is undone,
+// side by side. The prolog records a change (Ledger::record) before it makes
+// it; the epilog, a failed prolog and `slurm-vm sweep` undo the records in
+// reverse order with undo_change(). Every undo is idempotent: a record may
+// describe a change that was never made (a crash right after recording) or
+// one undone already.
+//
+// Records are read strictly: a key this release does not know (a record
+// written by a newer one) fails the undo, and the node drains, rather than
+// undoing half of it. The device layer's own records (vfio_bind,
+// vf_reservation, vf_config: lib/devices/device_steps.hpp) go through the
+// same ledger and are undone by that layer.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "json.hpp"
+#include "ledger.hpp"
+
+namespace svm {
+
+struct NodeConfig;
+
+// What an undo may need besides its record: the node and the job.
+struct UndoScope {
+    const NodeConfig& cfg;
+    uint32_t job_id;
+};
+
+// The job's directory in the state directory (plan, keys, embedded libvirt
+// root, keeper.pid): the keeper is stopped, the tree removed.
+struct JobDirChange {
+    static constexpr const char* kind = "job_dir";
+    std::string path;
+    Json to_json() const;
+    static JobDirChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
+// An ACL entry for the job's group on a device node (/dev/kvm, /dev/vfio/N).
+struct DevAclChange {
+    static constexpr const char* kind = "dev_acl";
+    std::string path;
+    gid_t gid = 0;
+    Json to_json() const;
+    static DevAclChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
+// The job's directory on the node's scratch space (the overlay).
+struct OverlayDirChange {
+    static constexpr const char* kind = "overlay_dir";
+    std::string path;
+    Json to_json() const;
+    static OverlayDirChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
+// The guest: its keeper, QEMU and share servers, stopped when undone (the
+// embedded libvirt root goes with the job directory).
+struct DomainChange {
+    static constexpr const char* kind = "domain";
+    std::string embed_root, name, keeper_pid_file;
+    std::string job_dir;  // set when the guest has share servers
+    int64_t share_servers = 0;
+    Json to_json() const;
+    static DomainChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
+// The job's network segment on this node (lib/host/guest_net.hpp).
+struct JobNetChange {
+    static constexpr const char* kind = "job_net";
+    std::string netns, underlay_netns, vxlan;
+    Json to_json() const;
+    static JobNetChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
+// Undoes one record of any kind this release knows, those of ledgers
+// written by earlier releases included. Throws svm::Error.
+void undo_change(const UndoScope& s, const LedgerEntry& e);
+
+// Undoes every record of the ledger in reverse order; see undo_all.
+std::vector<std::string> undo_ledger(Ledger& ledger, const NodeConfig& cfg);
+
+}  // namespace svm

@@ -1,0 +1,114 @@
+// The prolog's host changes as typed ledger records: each one written,
+// read back from the ledger's file and undone through undo_change; records
+// read strictly (an unknown key or kind fails, naming it); undoing twice is
+// harmless; and the records of earlier releases are still undone.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+
+#include "config.hpp"
+#include "dev_acl.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "host_changes.hpp"
+#include "ledger.hpp"
+#include "support.hpp"
+
+namespace {
+
+constexpr uint32_t kJob = 77;
+
+svm::LedgerEntry entry(const char* kind, const char* json) { return {kind, svm::json_parse(json, "test")}; }
+
+}  // namespace
+
+TEST_CASE("host changes: recorded, read back from the ledger file, undone in reverse, twice harmlessly",
+          "[host_changes]") {
+    REQUIRE(geteuid() == 0);  // the device ACL needs root
+    svm::test::TempDir tmp("svm-changes");
+    svm::NodeConfig cfg;
+    std::string job_dir = svm::path_join(tmp.path(), "state/job_77");
+    std::string overlay = svm::path_join(tmp.path(), "overlays/job_77");
+    std::string dev = svm::path_join(tmp.path(), "kvm");
+    svm::mkdir_p(svm::path_join(job_dir, "libvirt"), 0700);
+    svm::mkdir_p(overlay, 0700);
+    svm::write_file_atomic(dev, "", 0600);
+    gid_t gid = cfg.job_gid(kJob);
+    svm::grant_group_rw(dev, gid);
+
+    std::string path = svm::path_join(tmp.path(), "ledger/job_77.json");
+    svm::mkdir_p(svm::path_join(tmp.path(), "ledger"), 0700);
+    {
+        auto l = svm::Ledger::load(path, kJob);
+        l.record(svm::JobDirChange{job_dir});
+        l.record(svm::DevAclChange{dev, gid});
+        l.record(svm::OverlayDirChange{overlay});
+        // A guest whose keeper and QEMU are gone already (their pid files absent).
+        l.record(svm::DomainChange{svm::path_join(job_dir, "libvirt"), "slurm-vm-77-n1",
+                                   svm::path_join(job_dir, "keeper.pid"), job_dir, 2});
+    }
+    auto l = svm::Ledger::load(path, kJob);
+    REQUIRE(l.entries().size() == 4);
+    CHECK(l.entries()[1].kind == "dev_acl");
+    auto d = svm::DomainChange::from_json(l.entries()[3].data.get());
+    CHECK(d.name == "slurm-vm-77-n1");
+    CHECK(d.share_servers == 2);
+    CHECK(svm::DevAclChange::from_json(l.entries()[1].data.get()).gid == gid);
+
+    CHECK(svm::undo_ledger(l, cfg).empty());
+    CHECK_FALSE(svm::path_exists(job_dir));
+    CHECK_FALSE(svm::path_exists(overlay));
+    CHECK_FALSE(svm::has_group_entry(dev, gid));
+    CHECK_FALSE(svm::path_exists(path));  // a clean undo removes the ledger
+
+    // The epilog again (or sweep after it): every record's undo is idempotent.
+    svm::UndoScope s{cfg, kJob};
+    svm::undo_change(s, {"job_dir", svm::JobDirChange{job_dir}.to_json()});
+    svm::undo_change(s, {"dev_acl", svm::DevAclChange{dev, gid}.to_json()});
+    svm::undo_change(s, {"overlay_dir", svm::OverlayDirChange{overlay}.to_json()});
+}
+
+TEST_CASE("host changes: records are read strictly, and a path outside a job is never removed", "[host_changes]") {
+    svm::NodeConfig cfg;
+    svm::UndoScope s{cfg, kJob};
+    // A key this release does not know (a newer release wrote it): named, not half undone.
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("overlay_dir", R"({"path": "/x/job_77", "mode": "keep"})"));
+          }).find("mode") != std::string::npos);
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("overlay_dir", R"({"recorded_at": 1})"));
+          }).find("path") != std::string::npos);
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("cgroup_tree", "{}"));
+          }).find("no undo for ledger record \"cgroup_tree\"") != std::string::npos);
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("dev_acl", R"({"path": "/dev/kvm", "gid": 0})"));
+          }).find("without path or gid") != std::string::npos);
+    // A record naming a directory that is not a job's: refused, nothing removed.
+    svm::test::TempDir tmp("svm-changes-strict");
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, {"overlay_dir", svm::OverlayDirChange{tmp.path()}.to_json()});
+          }).find("without a job path") != std::string::npos);
+    CHECK(svm::path_exists(tmp.path()));
+    // Device records on a node configured without devices: the node's fault, said.
+    CHECK(svm::test::error_of([&] { svm::undo_change(s, entry("vfio_bind", "{}")); }).find("without devices") !=
+          std::string::npos);
+}
+
+TEST_CASE("host changes: an earlier release's address lease is undone only while it is the job's", "[host_changes]") {
+    svm::test::TempDir tmp("svm-changes-lease");
+    svm::NodeConfig cfg;
+    svm::UndoScope s{cfg, kJob};
+    std::string mine = svm::path_join(tmp.path(), "10.0.0.5"), theirs = svm::path_join(tmp.path(), "10.0.0.6");
+    svm::write_file_atomic(mine, "job 77 on n1\n", 0644);
+    svm::write_file_atomic(theirs, "job 78 on n1\n", 0644);
+    svm::undo_change(
+        s, entry("ip_lease", (R"({"file": ")" + mine + R"(", "owner": "job 77 on n1", "recorded_at": 5})").c_str()));
+    svm::undo_change(s, entry("ip_lease", (R"({"file": ")" + theirs + R"(", "owner": "job 77 on n1"})").c_str()));
+    CHECK_FALSE(svm::path_exists(mine));
+    CHECK(svm::path_exists(theirs));  // another job's lease now: kept
+}
