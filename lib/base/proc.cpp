@@ -231,7 +231,7 @@ std::string run_checked(const std::vector<std::string>& argv, const RunOptions& 
     return r.out;
 }
 
-RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms) {
+RunResult run_function(const std::function<int(int out_fd)>& fn, const std::optional<Credentials>& as, int timeout_ms) {
     int outp[2], errp[2];
     if (::pipe2(outp, O_CLOEXEC) || ::pipe2(errp, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
     pid_t pid = ::fork();
@@ -242,7 +242,7 @@ RunResult run_function_as(const Credentials& as, const std::function<int(int out
         ::dup2(errp[1], 2);
         int rc = 1;
         try {
-            drop_privileges(as);
+            if (as) drop_privileges(*as);
             rc = fn(outp[1]);
         } catch (const Error& e) {
             std::string m = e.chain() + "\n";

@@ -5,7 +5,6 @@
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
 
 namespace svm {
 
@@ -165,26 +166,21 @@ std::vector<gid_t> group_entries(const std::string& path) {
 
 bool accessible_rw_as(const std::string& path, uid_t uid, gid_t gid) {
     // Supplementary groups as libvirt gives them to QEMU: the user's, by name.
-    std::vector<gid_t> groups{gid};
+    Credentials who{uid, gid, {gid}, ""};
     if (struct passwd* pw = ::getpwuid(uid)) {
         int n = 64;
-        groups.resize(static_cast<size_t>(n));
-        if (::getgrouplist(pw->pw_name, gid, groups.data(), &n) < 0) {
-            groups.resize(static_cast<size_t>(n));
-            ::getgrouplist(pw->pw_name, gid, groups.data(), &n);
+        who.groups.resize(static_cast<size_t>(n));
+        if (::getgrouplist(pw->pw_name, gid, who.groups.data(), &n) < 0) {
+            who.groups.resize(static_cast<size_t>(n));
+            ::getgrouplist(pw->pw_name, gid, who.groups.data(), &n);
         }
-        groups.resize(static_cast<size_t>(n));
+        who.groups.resize(static_cast<size_t>(n));
     }
-    pid_t pid = ::fork();
-    if (pid < 0) SVM_THROW_ERRNO("fork");
-    if (pid == 0) {
-        if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) _exit(2);
-        _exit(::access(path.c_str(), R_OK | W_OK) == 0 ? 0 : 1);
-    }
-    int st = 0;
-    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    RunResult r = run_function_as(
+        who, [&](int) { return ::access(path.c_str(), R_OK | W_OK) == 0 ? 0 : 1; }, 10000);
+    if (r.status != 0 && r.status != 1)
+        SVM_THROW("checking access to " + path + " as uid " + std::to_string(uid) + " failed: " + trim(r.err));
+    return r.status == 0;
 }
 
 }  // namespace svm

@@ -3,7 +3,6 @@
 #include <libvirt/virterror.h>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,19 +71,16 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
         FileLock lock(path_join(cache_root, ".lock"));
         if (list_dir(src).empty()) {
             write_embed_qemu_conf(cache_root, s);
-            pid_t pid = ::fork();
-            if (pid < 0) SVM_THROW_ERRNO("fork");
-            if (pid == 0) {
-                libvirt_quiet();
-                virConnectPtr c = virConnectOpen(("qemu:///embed?root=" + cache_root).c_str());
-                if (!c) _exit(1);
-                char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, "qemu", 0);
-                _exit(caps ? 0 : 1);
-            }
-            int st = 0;
-            while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || list_dir(src).empty())
+            RunResult r = run_function(
+                [&](int) {
+                    libvirt_quiet();
+                    virConnectPtr c = virConnectOpen(("qemu:///embed?root=" + cache_root).c_str());
+                    if (!c) return 1;
+                    char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, "qemu", 0);
+                    return caps ? 0 : 1;
+                },
+                std::nullopt, 300000);
+            if (r.status != 0 || list_dir(src).empty())
                 SVM_THROW("probing QEMU's capabilities in " + cache_root + " failed (is " +
                           "qemu-system-x86_64 installed and runnable?)");
         }
