@@ -8,6 +8,17 @@
 
 namespace svm {
 
+namespace {
+std::function<void(const LedgerEntry&)>& record_hook() {
+    static std::function<void(const LedgerEntry&)> hook;
+    return hook;
+}
+}  // namespace
+
+void Ledger::set_record_hook_for_tests(std::function<void(const LedgerEntry&)> hook) {
+    record_hook() = std::move(hook);
+}
+
 Ledger Ledger::load(const std::string& path, uint32_t job_id) {
     Ledger l;
     l.path_ = path;
@@ -47,6 +58,7 @@ void Ledger::record(const std::string& kind, Json data) {
     json_object_set_new(data.get(), "recorded_at", json_integer(static_cast<json_int_t>(::time(nullptr))));
     entries_.push_back({kind, std::move(data)});
     save();
+    if (record_hook()) record_hook()(entries_.back());
 }
 
 bool Ledger::exists_on_disk() const { return path_exists(path_); }

@@ -37,6 +37,10 @@ public:
     bool exists_on_disk() const;
     // Removes the file (after a complete undo).
     void erase();
+    // For tests of the rollback: called once each record is durable, before
+    // the change it describes is made; what it throws is that step's failure
+    // (or, thrown past the prolog's rollback point, its crash). Empty: none.
+    static void set_record_hook_for_tests(std::function<void(const LedgerEntry&)> hook);
 
 private:
     void save() const;

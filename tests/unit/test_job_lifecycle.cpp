@@ -1,0 +1,168 @@
+// A job's preparation and teardown on one node (prepare_job, teardown_job)
+// against the real qemu-img and genisoimage, a stand-in /dev/kvm and a
+// state directory of the test's own: prepared and torn down; a step failing
+// after each record of the ledger (the prolog's one rollback point undoes
+// it); the prolog dying after each record (no rollback: the epilog then
+// undoes it); and the epilog run twice. Each time nothing of the job is left.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+
+#include "config.hpp"
+#include "dev_acl.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "ledger.hpp"
+#include "proc.hpp"
+#include "support.hpp"
+#include "vm_job.hpp"
+
+namespace {
+
+constexpr uint32_t kJob = 4242;
+constexpr uid_t kUser = 65534;  // nobody: the image is read with its rights only
+
+struct Node {
+    svm::test::TempDir tmp{"svm-lifecycle"};
+    svm::NodeConfig cfg;
+    svm::JobRequest req;
+
+    Node() {
+        const std::string& r = tmp.path();
+        cfg.node_name = "n1";
+        cfg.state_dir = svm::path_join(r, "state");
+        cfg.overlay_dir = svm::path_join(r, "overlays");
+        cfg.log_dir = svm::path_join(r, "log");
+        cfg.kvm_device = svm::path_join(r, "kvm");
+        cfg.secret_file = svm::path_join(r, "secret");
+        cfg.domain_type = "qemu";
+        cfg.hugepages = "off";
+        cfg.shares.clear();  // nobody's home is /nonexistent
+        svm::write_file_atomic(cfg.kvm_device, "", 0600);
+        svm::write_file_atomic(cfg.secret_file, std::string(48, 's'), 0600);
+        // A capabilities cache as the node's first job leaves it: no probe of QEMU here.
+        std::string caps = svm::path_join(cfg.state_dir, "libvirt-caps/cache/qemu/capabilities");
+        svm::mkdir_p(caps, 0700);
+        svm::write_file_atomic(svm::path_join(caps, "test.xml"), "<qemuCaps/>\n", 0644);
+        std::string img_dir = svm::path_join(r, "images");
+        svm::mkdir_p(img_dir, 0755);
+        req.image = svm::path_join(img_dir, "disk.qcow2");
+        svm::run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", req.image, "16M"});
+        REQUIRE(::chmod(req.image.c_str(), 0644) == 0);
+        req.job_id = kJob;
+        req.uid = kUser;
+        req.gid = svm::credentials_for(kUser).gid;
+        req.node = "n1";
+        req.nodelist = "n1";
+        req.workdir = "/";
+    }
+
+    // What of the job is on the node, in words; "" when nothing.
+    std::string leftovers() const {
+        std::string out;
+        if (svm::path_exists(cfg.job_dir(kJob))) out += " job directory";
+        if (svm::path_exists(cfg.job_overlay_dir(kJob))) out += " overlay directory";
+        if (svm::path_exists(cfg.ledger_path(kJob))) out += " ledger";
+        if (svm::has_group_entry(cfg.kvm_device, cfg.job_gid(kJob))) out += " kvm ACL entry";
+        return out;
+    }
+};
+
+struct HookReset {
+    ~HookReset() { svm::Ledger::set_record_hook_for_tests(nullptr); }
+};
+
+// The kinds a full preparation records, in order.
+std::vector<std::string> recorded_kinds(Node& n) {
+    std::vector<std::string> kinds;
+    HookReset reset;
+    svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry& e) { kinds.push_back(e.kind); });
+    svm::PrologResult r = svm::prepare_job(n.cfg, n.req);
+    INFO(r.reason);
+    REQUIRE(r.status == svm::PrologStatus::prepared);
+    return kinds;
+}
+
+}  // namespace
+
+TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog changes nothing", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    std::vector<std::string> kinds = recorded_kinds(n);
+    CHECK(kinds == std::vector<std::string>{"job_dir", "dev_acl", "overlay_dir", "domain"});
+    svm::JobPlan p = svm::JobPlan::from_json(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "plan.json")), "plan");
+    CHECK(p.image == n.req.image);
+    CHECK(svm::path_exists(p.overlay()));
+    CHECK(svm::path_exists(p.seed()));
+    CHECK(svm::has_group_entry(n.cfg.kvm_device, n.cfg.job_gid(kJob)));
+
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(n.leftovers() == "");
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());  // the epilog again, or sweep after it
+    CHECK(n.leftovers() == "");
+    CHECK(svm::path_exists(n.req.image));  // the user's image is never touched
+}
+
+TEST_CASE("job lifecycle: a step failing after any record is rolled back by the prolog itself", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    size_t total = recorded_kinds(n).size();
+    REQUIRE(svm::teardown_job(n.cfg, kJob).empty());
+    for (size_t fail_at = 1; fail_at <= total; ++fail_at) {
+        CAPTURE(fail_at);
+        HookReset reset;
+        size_t seen = 0;
+        svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry& e) {
+            if (++seen == fail_at) SVM_THROW("injected failure after recording " + e.kind);
+        });
+        std::string err = svm::test::error_of([&] { svm::prepare_job(n.cfg, n.req); });
+        CHECK(err.find("injected failure") != std::string::npos);  // the node's fault: it drains
+        CHECK(n.leftovers() == "");
+    }
+}
+
+TEST_CASE("job lifecycle: a prolog dying after any record leaves what the epilog undoes", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    size_t total = recorded_kinds(n).size();
+    REQUIRE(svm::teardown_job(n.cfg, kJob).empty());
+    for (size_t die_at = 1; die_at <= total; ++die_at) {
+        CAPTURE(die_at);
+        {
+            HookReset reset;
+            size_t seen = 0;
+            svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry&) {
+                // Not an svm::Error: past the rollback point, like the process ending there.
+                if (++seen == die_at) throw std::runtime_error("the prolog died");
+            });
+            CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
+        }
+        CHECK(svm::path_exists(n.cfg.ledger_path(kJob)));  // what it did is on record
+        CHECK(svm::teardown_job(n.cfg, kJob).empty());
+        CHECK(n.leftovers() == "");
+        CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    }
+}
+
+TEST_CASE("job lifecycle: a prolog run again for the same job (requeue) first undoes what the last one left",
+          "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    {
+        HookReset reset;
+        size_t seen = 0;
+        svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry&) {
+            if (++seen == 3) throw std::runtime_error("the prolog died");
+        });
+        CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
+    }
+    CHECK(n.leftovers() != "");
+    CHECK(recorded_kinds(n).size() == 4);  // a clean run on top of the leftovers
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(n.leftovers() == "");
+}
