@@ -524,11 +524,11 @@ Keeper::Failure Keeper::describe_guest() {
 // The job's network namespace on this node (for the tap and the proxy). The
 // host's namespace stays reachable for talking to Slurm.
 Keeper::Failure Keeper::enter_job_netns() {
-    int netns_fd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (p_.netns.empty()) return std::nullopt;
+    UniqueFd host(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
     try {
         enter_netns(p_.netns);
-        host_netns_ = netns_fd;
+        host_netns_ = host.release();
     } catch (const Error& e) {
         return "node " + p_.node + " is misconfigured: " + e.chain();
     }
