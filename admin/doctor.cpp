@@ -15,8 +15,8 @@
 #include "doctor.hpp"
 #include "error.hpp"
 #include "fs.hpp"
-#include "proc.hpp"
 #include "json.hpp"
+#include "proc.hpp"
 #include "sysfs.hpp"
 
 namespace svm::admin {
@@ -63,7 +63,8 @@ const char* kDoctorHelp =
     "  --root DIR     read sysfs, /proc and /dev under DIR instead of / (binaries\n"
     "                 are still looked up on this host)\n"
     "  --config FILE  node configuration (its \"devices\" object; default\n"
-    "                 " SVM_SYSCONFDIR "/slurm-vm.json when it exists)\n"
+    "                 " SVM_SYSCONFDIR
+    "/slurm-vm.json when it exists)\n"
     "  --json         print {\"ok\": bool, \"checks\": [{name,status,message,fix}]}\n"
     "  --skip LIST    comma-separated checks not to run (e.g. qemu,slurm)\n"
     "  -h, --help     show this help\n"

@@ -33,7 +33,8 @@ const char* kInventoryHelp =
     "                 of a table\n"
     "  --all          list every PCI function, not only GPUs and network functions\n"
     "  --config FILE  node configuration whose \"devices\" object marks configured\n"
-    "                 GPUs and VF providers (default " SVM_SYSCONFDIR "/slurm-vm.json\n"
+    "                 GPUs and VF providers (default " SVM_SYSCONFDIR
+    "/slurm-vm.json\n"
     "                 when it exists)\n"
     "  -h, --help     show this help\n"
     "\n"

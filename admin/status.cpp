@@ -80,7 +80,8 @@ const char* kStatusUsage =
     "usage: slurm-vm status [--config FILE] [--node NAME]... [--json]\n"
     "Shows, per node, the VM jobs with state here: guest state, address, keeper and\n"
     "QEMU processes, and the ledger of host changes (what the epilog will undo).\n"
-    "  --config FILE  node configuration (default " SVM_SYSCONFDIR "/slurm-vm.json)\n"
+    "  --config FILE  node configuration (default " SVM_SYSCONFDIR
+    "/slurm-vm.json)\n"
     "  --node NAME    node to show (repeatable; default: every node directory under\n"
     "                 state_dir when it contains %n, else this host)\n"
     "  --json         one JSON document instead of text\n";
@@ -273,8 +274,10 @@ int cmd_sweep(const Args& args) {
         std::optional<std::set<uint32_t>> live_anywhere;
         if (live && !grants.empty()) live_anywhere = active_jobs("", why);
         if ((!live || (!grants.empty() && !live_anywhere)) && !a.force) {
-            std::fprintf(stderr, "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
-                         "(use --force if the node is out of service)\n", node.c_str(), why.c_str());
+            std::fprintf(stderr,
+                         "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
+                         "(use --force if the node is out of service)\n",
+                         node.c_str(), why.c_str());
             rc = 1;
             continue;
         }

@@ -40,8 +40,13 @@ void build_node(FakeSysfs& fs) {
     base_node(fs);
     for (int i = 0; i < 8; ++i) {
         std::string a = std::string("0000:") + kGpuBus[i] + ":00.0";
-        fs.add({.address = a, .vendor = 0x10de, .device = 0x2330, .klass = 0x030200, .driver = "nvidia",
-                .numa_node = i / 4, .iommu_group = (i < 4 ? 10 : 16) + i});
+        fs.add({.address = a,
+                .vendor = 0x10de,
+                .device = 0x2330,
+                .klass = 0x030200,
+                .driver = "nvidia",
+                .numa_node = i / 4,
+                .iommu_group = (i < 4 ? 10 : 16) + i});
         fs.nvidia_minor(a, i);
     }
     hca(fs, "0000:2b:00.0", 0, 100, 32, 32);  // VFs: groups 101-132
@@ -112,7 +117,8 @@ struct Bench {
     // One job's prolog half: plan + prepare; its ledger stays open for release().
     std::unique_ptr<Ledger> start(Series& s, const std::vector<std::string>& gres, bool want_vf) {
         uint32_t job = static_cast<uint32_t>(next_job++);
-        auto l = std::make_unique<Ledger>(Ledger::load(path_join(dir.path + "/ledger", "job_" + std::to_string(job) + ".json"), job));
+        auto l = std::make_unique<Ledger>(
+            Ledger::load(path_join(dir.path + "/ledger", "job_" + std::to_string(job) + ".json"), job));
         int w0 = k.writes();
         double t0 = now_ms();
         DevicePlan plan = plan_devices(root, cfg, gres);
@@ -121,9 +127,8 @@ struct Bench {
         o.job = std::to_string(job);
         o.want_vf = want_vf;
         o.hostname = "node001";
-        prepare_devices(root, k, cfg, plan, o, [&](const std::string& kind, const json_t* d) {
-            l->record(kind, Json(json_deep_copy(d)));
-        });
+        prepare_devices(root, k, cfg, plan, o,
+                        [&](const std::string& kind, const json_t* d) { l->record(kind, Json(json_deep_copy(d))); });
         double t2 = now_ms();
         s.plan.push_back(t1 - t0);
         s.prepare.push_back(t2 - t1);
@@ -145,10 +150,11 @@ std::string series_json(const char* name, const char* what, int jobs_at_once, co
     for (int x : s.writes) w += x;
     char b[64];
     std::snprintf(b, sizeof b, "%.1f", s.writes.empty() ? 0.0 : w / static_cast<double>(s.writes.size()));
-    return std::string("\"") + name + "\": {\"what\": \"" + what + "\", \"jobs_at_once\": " +
-           std::to_string(jobs_at_once) + ", \"samples\": " + std::to_string(s.prepare.size()) +
-           ", \"sysfs_writes_per_job\": " + b + ", \"plan_ms\": " + list(s.plan) + ", \"prepare_ms\": " +
-           list(s.prepare) + ", \"release_ms\": " + list(s.release) + "}";
+    return std::string("\"") + name + "\": {\"what\": \"" + what +
+           "\", \"jobs_at_once\": " + std::to_string(jobs_at_once) +
+           ", \"samples\": " + std::to_string(s.prepare.size()) + ", \"sysfs_writes_per_job\": " + b +
+           ", \"plan_ms\": " + list(s.plan) + ", \"prepare_ms\": " + list(s.prepare) +
+           ", \"release_ms\": " + list(s.release) + "}";
 }
 
 }  // namespace
@@ -187,12 +193,14 @@ int main(int argc, char** argv) {
         }
         std::string diff = b.fs.changes_since(before);
         bool restored = diff.empty() && b.k.refusals().empty();
-        std::printf("{\"node\": {\"gpus\": 8, \"vfs\": 64, \"numa_nodes\": 2}, \"rounds\": %d, \"restored\": %s, "
-                    "\"refusals\": %zu, \"scenarios\": {%s, %s, %s}}\n",
-                    rounds, restored ? "true" : "false", b.k.refusals().size(),
-                    series_json("one_gpu_one_vf", "1 GPU + 1 VF per job, 8 such jobs live at once", 8, one_gpu).c_str(),
-                    series_json("vf_only_pool_full", "1 VF per job, 64 such jobs live at once (pool filled)", 64, vf_only).c_str(),
-                    series_json("eight_gpus_one_vf", "all 8 GPUs + 1 VF in one job", 1, all_gpus).c_str());
+        std::printf(
+            "{\"node\": {\"gpus\": 8, \"vfs\": 64, \"numa_nodes\": 2}, \"rounds\": %d, \"restored\": %s, "
+            "\"refusals\": %zu, \"scenarios\": {%s, %s, %s}}\n",
+            rounds, restored ? "true" : "false", b.k.refusals().size(),
+            series_json("one_gpu_one_vf", "1 GPU + 1 VF per job, 8 such jobs live at once", 8, one_gpu).c_str(),
+            series_json("vf_only_pool_full", "1 VF per job, 64 such jobs live at once (pool filled)", 64, vf_only)
+                .c_str(),
+            series_json("eight_gpus_one_vf", "all 8 GPUs + 1 VF in one job", 1, all_gpus).c_str());
         if (!restored) {
             std::fprintf(stderr, "svm-bench-devices: the tree was not restored:\n%s\n", diff.c_str());
             return 1;

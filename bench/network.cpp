@@ -84,8 +84,9 @@ int main(int argc, char** argv) {
         }
     }
     sh(std::string("ip netns delete ") + kUnderlay + " 2>/dev/null");
-    if (!sh(std::string("ip netns add ") + kUnderlay + " && ip -n " + kUnderlay + " link add u0 type veth peer name u1 && ip -n " +
-            kUnderlay + " addr add 10.216.0.1/16 dev u0 && ip -n " + kUnderlay + " link set u0 up")) {
+    if (!sh(std::string("ip netns add ") + kUnderlay + " && ip -n " + kUnderlay +
+            " link add u0 type veth peer name u1 && ip -n " + kUnderlay + " addr add 10.216.0.1/16 dev u0 && ip -n " +
+            kUnderlay + " link set u0 up")) {
         std::fprintf(stderr, "svm-bench-network: cannot make the scratch underlay namespace (root?)\n");
         sh(std::string("ip netns delete ") + kUnderlay + " 2>/dev/null");
         return 1;

@@ -37,12 +37,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -168,10 +168,12 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size, qemu_img = "/usr/bin/qemu-img";
+    std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size,
+        qemu_img = "/usr/bin/qemu-img";
     std::string netns, wait_ip, wait_console, warm_caps, exec_cmd;
     std::vector<std::string> remove_dirs, virtiofs;
-    std::string virtiofsd_path = ::access("/usr/libexec/virtiofsd", X_OK) == 0 ? "/usr/libexec/virtiofsd" : "/usr/lib/qemu/virtiofsd";
+    std::string virtiofsd_path =
+        ::access("/usr/libexec/virtiofsd", X_OK) == 0 ? "/usr/libexec/virtiofsd" : "/usr/lib/qemu/virtiofsd";
     std::string emulator = "/usr/bin/qemu-system-x86_64", domain_type = "qemu";
     int gid = -1;
     double timeout_s = 300;
@@ -203,8 +205,13 @@ int main(int argc, char** argv) {
         else if (a == "--warm-caps") warm_caps = next();
         else if (a == "--emulator") emulator = next();
         else if (a == "--domain-type") domain_type = next();
-        else if (a == "--help") { usage(); return 0; }
-        else { usage(); return 2; }
+        else if (a == "--help") {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
     }
     if (!warm_caps.empty()) {
         // Fill a capabilities cache once (untimed by bench/run): libvirt probes
@@ -228,7 +235,10 @@ int main(int argc, char** argv) {
         std::printf("{\"warmed\": \"%s\"}\n", warm_caps.c_str());
         return 0;
     }
-    if (xml_file.empty() || root.empty() || qemu_conf.empty() || caps_from.empty()) { usage(); return 2; }
+    if (xml_file.empty() || root.empty() || qemu_conf.empty() || caps_from.empty()) {
+        usage();
+        return 2;
+    }
     std::string xml = read_all(xml_file);
     if (xml.empty()) die("cannot read " + xml_file);
     std::string conf = read_all(qemu_conf);
@@ -254,7 +264,8 @@ int main(int argc, char** argv) {
     if (!overlay.empty()) {
         if (run({qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", backing_fmt, "-b", backing, overlay, size}) != 0)
             die("qemu-img create " + overlay + " failed");
-        if (gid >= 0 && (::chown(overlay.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(overlay.c_str(), 0660) != 0))
+        if (gid >= 0 &&
+            (::chown(overlay.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(overlay.c_str(), 0660) != 0))
             die("chown/chmod " + overlay);
         t_overlay = now_ms();
     }
@@ -361,10 +372,23 @@ int main(int argc, char** argv) {
         }
         for (;;) {
             if (g_stop) fail("interrupted");
-            if (!wait_ip.empty() && port_open(wait_ip, 22)) { waited_for = "ssh"; break; }
-            if (!file.empty() && read_all(file).find(text) != std::string::npos) { waited_for = "console"; break; }
-            if (virDomainIsActive(dom) != 1) { stopped_early = true; waited_for = "stopped"; break; }
-            if (now_ms() > deadline) { waited_for = "timeout"; break; }
+            if (!wait_ip.empty() && port_open(wait_ip, 22)) {
+                waited_for = "ssh";
+                break;
+            }
+            if (!file.empty() && read_all(file).find(text) != std::string::npos) {
+                waited_for = "console";
+                break;
+            }
+            if (virDomainIsActive(dom) != 1) {
+                stopped_early = true;
+                waited_for = "stopped";
+                break;
+            }
+            if (now_ms() > deadline) {
+                waited_for = "timeout";
+                break;
+            }
             ::usleep(50000);
         }
         t_waited = now_ms();

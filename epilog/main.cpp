@@ -25,9 +25,7 @@
 namespace {
 
 // The reason of a failed guest from the job's state file, "" if it did not fail.
-std::string failure_of(const std::string& state) {
-    return svm::GuestState::parse(state).failure();
-}
+std::string failure_of(const std::string& state) { return svm::GuestState::parse(state).failure(); }
 
 void keep_what_failed(const svm::NodeConfig& cfg, uint32_t job) {
     std::string dir = cfg.job_dir(job), state;
@@ -143,8 +141,10 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
         else if (!std::strcmp(argv[i], "--help")) {
-            std::printf("usage: slurm-vm-epilog [--config FILE]\nRun by slurmd as the Epilog. Default configuration: %s/slurm-vm.json\n",
-                        SVM_SYSCONFDIR);
+            std::printf(
+                "usage: slurm-vm-epilog [--config FILE]\nRun by slurmd as the Epilog. Default configuration: "
+                "%s/slurm-vm.json\n",
+                SVM_SYSCONFDIR);
             return 0;
         } else {
             std::fprintf(stderr, "usage: slurm-vm-epilog [--config FILE]\n");

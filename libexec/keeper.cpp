@@ -9,9 +9,9 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "job_record.hpp"
-#include "record_relay.hpp"
 #include "keeper.hpp"
 #include "log.hpp"
+#include "record_relay.hpp"
 
 int main(int argc, char** argv) {
     svm::KeeperOptions o;
@@ -31,10 +31,11 @@ int main(int argc, char** argv) {
         else if (a == "--join-cgroup-of") o.join_cgroup_of = static_cast<pid_t>(std::stol(next()));
         else if (a == "--no-accounting") publish_record = false;
         else if (a == "--help") {
-            std::printf("usage: slurm-vm-keeper --config FILE --node NAME --job ID [--join-cgroup-of PID] [--no-accounting]\n"
-                        "Started by the slurm-vm SPANK plugin in the job's extern step; not meant to be run by hand.\n"
-                        "Runs the job's guest on this node, relays SSH to it, and records the VM in the job's\n"
-                        "AdminComment ({\"slurm_vm\":{\"v\":1,\"nodes\":{NODE:{...}}}}) unless --no-accounting.\n");
+            std::printf(
+                "usage: slurm-vm-keeper --config FILE --node NAME --job ID [--join-cgroup-of PID] [--no-accounting]\n"
+                "Started by the slurm-vm SPANK plugin in the job's extern step; not meant to be run by hand.\n"
+                "Runs the job's guest on this node, relays SSH to it, and records the VM in the job's\n"
+                "AdminComment ({\"slurm_vm\":{\"v\":1,\"nodes\":{NODE:{...}}}}) unless --no-accounting.\n");
             return 0;
         } else {
             std::fprintf(stderr, "slurm-vm-keeper: unknown argument %s\n", a.c_str());
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
         };
         o.on_failure = [&relay](const svm::JobPlan& p, const std::string& reason) {
             if (relay) relay->submit(svm::error_record(reason), true);
-            else svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());
+            else
+                svm::publish_node_record(p.job_id, p.node, svm::error_record(reason), svm::PublishOptions::for_error());
         };
     }
     int rc = 1;

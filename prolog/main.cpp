@@ -83,8 +83,13 @@ int main(int argc, char** argv) {
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-        else if (!std::strcmp(argv[i], "--help")) { usage(); return 0; }
-        else { usage(); return 2; }
+        else if (!std::strcmp(argv[i], "--help")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
     }
     int rc = run(config);
     svm::log::shutdown();

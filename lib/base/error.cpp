@@ -5,8 +5,7 @@
 
 namespace svm {
 
-Error::Error(std::string message, const char* file, int line, const char* function)
-    : std::runtime_error(message) {
+Error::Error(std::string message, const char* file, int line, const char* function) : std::runtime_error(message) {
     frames_.push_back({std::move(message), file, line, function});
     what_ = chain();
 }
@@ -33,9 +32,7 @@ std::string Error::trace() const {
     return out;
 }
 
-std::string errno_message(const std::string& what, int err) {
-    return what + ": " + std::strerror(err);
-}
+std::string errno_message(const std::string& what, int err) { return what + ": " + std::strerror(err); }
 
 std::string errno_message(const std::string& what) { return errno_message(what, errno); }
 

@@ -40,8 +40,13 @@ public:
     UniqueFd& operator=(const UniqueFd&) = delete;
     ~UniqueFd();
     int get() const { return fd_; }
-    int release() { int f = fd_; fd_ = -1; return f; }
+    int release() {
+        int f = fd_;
+        fd_ = -1;
+        return f;
+    }
     explicit operator bool() const { return fd_ >= 0; }
+
 private:
     int fd_ = -1;
 };
@@ -51,6 +56,7 @@ class FileLock {
 public:
     explicit FileLock(const std::string& path);
     ~FileLock() = default;
+
 private:
     UniqueFd fd_;
 };

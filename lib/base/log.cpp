@@ -28,10 +28,10 @@ namespace {
 
 spdlog::level::level_enum to_spdlog(Level l) {
     switch (l) {
-        case Level::debug: return spdlog::level::debug;
-        case Level::info: return spdlog::level::info;
-        case Level::warn: return spdlog::level::warn;
-        case Level::error: return spdlog::level::err;
+    case Level::debug: return spdlog::level::debug;
+    case Level::info: return spdlog::level::info;
+    case Level::warn: return spdlog::level::warn;
+    case Level::error: return spdlog::level::err;
     }
     return spdlog::level::info;
 }
@@ -89,7 +89,10 @@ UniqueFd open_private_dir(int at, const std::string& name, const std::string& sh
 class JobFileSink final : public spdlog::sinks::base_sink<std::mutex> {
 public:
     JobFileSink(std::string log_dir, std::string node, uint32_t job, bool to_syslog, bool to_stderr)
-        : log_dir_(std::move(log_dir)), node_(std::move(node)), job_(job), to_syslog_(to_syslog),
+        : log_dir_(std::move(log_dir)),
+          node_(std::move(node)),
+          job_(job),
+          to_syslog_(to_syslog),
           to_stderr_(to_stderr) {}
 
 protected:
@@ -258,7 +261,8 @@ UniqueFd open_job_log(const std::string& log_dir, const std::string& node, const
     if (::fstat(f.get(), &st) != 0) SVM_THROW_ERRNO("stat " + path);
     if (!S_ISREG(st.st_mode)) SVM_THROW(path + " is not a regular file");
     if (st.st_uid != ::geteuid())
-        SVM_THROW(path + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " + std::to_string(::geteuid()));
+        SVM_THROW(path + " belongs to uid " + std::to_string(st.st_uid) + ", not to uid " +
+                  std::to_string(::geteuid()));
     if (st.st_nlink != 1) SVM_THROW(path + " has " + std::to_string(st.st_nlink) + " links");
     int fl = ::fcntl(f.get(), F_GETFL);
     if (fl >= 0) ::fcntl(f.get(), F_SETFL, fl & ~O_NONBLOCK);
@@ -313,8 +317,8 @@ std::string keep_console(const std::string& console_log, const std::string& log_
     return path_join(path_join(log_dir, node), name);
 }
 
-std::vector<std::string> prune_job_logs(const std::string& node_log_dir, int keep_days,
-                                        const std::set<uint32_t>& keep, time_t now, bool dry_run) {
+std::vector<std::string> prune_job_logs(const std::string& node_log_dir, int keep_days, const std::set<uint32_t>& keep,
+                                        time_t now, bool dry_run) {
     std::vector<std::string> out;
     if (keep_days <= 0) return out;
     UniqueFd d(::open(node_log_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

@@ -31,12 +31,12 @@ namespace svm::log {
 enum class Level { debug, info, warn, error };
 
 struct Setup {
-    std::string program;          // "slurm-vm-prolog": syslog ident, file lines
-    uint32_t job_id = 0;          // 0: not known (yet)
+    std::string program;  // "slurm-vm-prolog": syslog ident, file lines
+    uint32_t job_id = 0;  // 0: not known (yet)
     std::string node;
-    bool syslog = false;          // to syslog, facility daemon (info and above)
+    bool syslog = false;  // to syslog, facility daemon (info and above)
     bool to_stderr = true;
-    std::string stderr_prefix;    // "slurm-vm: " gives "slurm-vm: job 42: MESSAGE"
+    std::string stderr_prefix;  // "slurm-vm: " gives "slurm-vm: job 42: MESSAGE"
     Level stderr_level = Level::debug;
 };
 
@@ -102,8 +102,8 @@ std::string keep_console(const std::string& console_log, const std::string& log_
 // node_log_dir last written more than keep_days days before `now`, except
 // those of the jobs in `keep`; returns the names (deleted, or that would be
 // with dry_run). keep_days 0: nothing. A missing directory: nothing.
-std::vector<std::string> prune_job_logs(const std::string& node_log_dir, int keep_days,
-                                        const std::set<uint32_t>& keep, time_t now, bool dry_run);
+std::vector<std::string> prune_job_logs(const std::string& node_log_dir, int keep_days, const std::set<uint32_t>& keep,
+                                        time_t now, bool dry_run);
 // The last `lines` lines of text (the tail shown to the user).
 std::string tail_lines(const std::string& text, size_t lines);
 

@@ -67,8 +67,7 @@ struct Pipes {
     _exit(127);
 }
 
-RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data,
-                  int timeout_ms) {
+RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms) {
     RunResult r;
     size_t in_off = 0;
     if (in_fd >= 0 && in_data.empty()) {
@@ -81,9 +80,18 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
         struct pollfd p[3];
         int n = 0;
         int io = -1, oo = -1, eo = -1;
-        if (in_fd >= 0) { io = n; p[n++] = {in_fd, POLLOUT, 0}; }
-        if (out_fd >= 0) { oo = n; p[n++] = {out_fd, POLLIN, 0}; }
-        if (err_fd >= 0) { eo = n; p[n++] = {err_fd, POLLIN, 0}; }
+        if (in_fd >= 0) {
+            io = n;
+            p[n++] = {in_fd, POLLOUT, 0};
+        }
+        if (out_fd >= 0) {
+            oo = n;
+            p[n++] = {out_fd, POLLIN, 0};
+        }
+        if (err_fd >= 0) {
+            eo = n;
+            p[n++] = {err_fd, POLLIN, 0};
+        }
         long left = deadline - now_ms();
         if (left <= 0) {
             r.timed_out = true;
@@ -96,17 +104,26 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
         if (io >= 0 && p[io].revents) {
             ssize_t w = ::write(in_fd, in_data.data() + in_off, in_data.size() - in_off);
             if (w > 0) in_off += static_cast<size_t>(w);
-            if (w < 0 || in_off >= in_data.size()) { ::close(in_fd); in_fd = -1; }
+            if (w < 0 || in_off >= in_data.size()) {
+                ::close(in_fd);
+                in_fd = -1;
+            }
         }
         if (oo >= 0 && p[oo].revents) {
             ssize_t k = ::read(out_fd, buf, sizeof buf);
             if (k > 0) r.out.append(buf, static_cast<size_t>(k));
-            else { ::close(out_fd); out_fd = -1; }
+            else {
+                ::close(out_fd);
+                out_fd = -1;
+            }
         }
         if (eo >= 0 && p[eo].revents) {
             ssize_t k = ::read(err_fd, buf, sizeof buf);
             if (k > 0) r.err.append(buf, static_cast<size_t>(k));
-            else { ::close(err_fd); err_fd = -1; }
+            else {
+                ::close(err_fd);
+                err_fd = -1;
+            }
         }
     }
     for (int fd : {in_fd, out_fd, err_fd})
@@ -138,8 +155,7 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
 RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
     if (argv.empty()) SVM_THROW("run: empty command");
     Pipes pp;
-    if (::pipe2(pp.in, O_CLOEXEC) || ::pipe2(pp.out, O_CLOEXEC) || ::pipe2(pp.err, O_CLOEXEC))
-        SVM_THROW_ERRNO("pipe");
+    if (::pipe2(pp.in, O_CLOEXEC) || ::pipe2(pp.out, O_CLOEXEC) || ::pipe2(pp.err, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);

@@ -22,12 +22,12 @@ struct Credentials {
 Credentials credentials_for(uid_t uid, std::optional<gid_t> gid = std::nullopt);
 
 struct RunOptions {
-    std::optional<Credentials> as;          // drop to this user before exec
-    std::vector<std::string> env;           // full environment; empty = minimal PATH only
-    std::string stdin_data;                 // written to the child's stdin
-    int timeout_ms = 60000;                 // killed (SIGKILL) after this
-    std::optional<unsigned long> limit_cpu_s;    // RLIMIT_CPU
-    std::optional<unsigned long> limit_as_bytes; // RLIMIT_AS
+    std::optional<Credentials> as;                // drop to this user before exec
+    std::vector<std::string> env;                 // full environment; empty = minimal PATH only
+    std::string stdin_data;                       // written to the child's stdin
+    int timeout_ms = 60000;                       // killed (SIGKILL) after this
+    std::optional<unsigned long> limit_cpu_s;     // RLIMIT_CPU
+    std::optional<unsigned long> limit_as_bytes;  // RLIMIT_AS
     std::string cwd = "/";
     bool new_session = false;
     // Descriptors (each > 2) the command inherits at the same number: their
@@ -36,7 +36,7 @@ struct RunOptions {
 };
 
 struct RunResult {
-    int status = -1;       // exit status, or 128+signal
+    int status = -1;  // exit status, or 128+signal
     bool timed_out = false;
     std::string out;
     std::string err;

@@ -73,8 +73,7 @@ void write_acl(const std::string& path, std::vector<Entry> acl) {
     if (std::none_of(acl.begin(), acl.end(), named)) {
         // Back to a minimal ACL: the mode bits say it all, the group's
         // again (while a mask existed, they showed the mask).
-        if (::removexattr(path.c_str(), kXattr) != 0 && errno != ENODATA)
-            SVM_THROW_ERRNO("remove the ACL of " + path);
+        if (::removexattr(path.c_str(), kXattr) != 0 && errno != ENODATA) SVM_THROW_ERRNO("remove the ACL of " + path);
         struct stat st;
         if (::stat(path.c_str(), &st) != 0) SVM_THROW_ERRNO("stat " + path);
         for (const auto& e : acl)
@@ -87,9 +86,8 @@ void write_acl(const std::string& path, std::vector<Entry> acl) {
     for (const auto& e : acl)
         if (e.tag == USER || e.tag == GROUP || e.tag == GROUP_OBJ) mask |= e.perm;
     acl.push_back({MASK, mask, kUndefinedId});
-    std::sort(acl.begin(), acl.end(), [](const Entry& a, const Entry& b) {
-        return a.tag != b.tag ? a.tag < b.tag : a.id < b.id;
-    });
+    std::sort(acl.begin(), acl.end(),
+              [](const Entry& a, const Entry& b) { return a.tag != b.tag ? a.tag < b.tag : a.id < b.id; });
     std::vector<char> buf(4 + 8 * acl.size());
     std::memcpy(buf.data(), &kVersion, 4);
     for (size_t i = 0; i < acl.size(); ++i) {

@@ -56,7 +56,8 @@ DeviceConfig parse_device_config(const json_t* devices) {
     try {
         if (!json_is_object(devices)) SVM_THROW("must be an object");
         check_keys(devices,
-                   {"gpus", "vf_providers", "guid_prefix", "node_id", "policy", "vf_state_dir", "unbind_timeout_s", "emulated_kernel"},
+                   {"gpus", "vf_providers", "guid_prefix", "node_id", "policy", "vf_state_dir", "unbind_timeout_s",
+                    "emulated_kernel"},
                    "devices");
         std::set<std::string> seen;
         if (json_t* gpus = json_object_get(devices, "gpus")) {
@@ -101,7 +102,8 @@ DeviceConfig parse_device_config(const json_t* devices) {
                     pc.pci = get_pci(p, where);
                     pc.link_layer = json_get_string(p, "link_layer").value_or("");
                     if (!pc.link_layer.empty() && pc.link_layer != "infiniband" && pc.link_layer != "ethernet")
-                        SVM_THROW("\"link_layer\" must be \"infiniband\" or \"ethernet\", not \"" + pc.link_layer + "\"");
+                        SVM_THROW("\"link_layer\" must be \"infiniband\" or \"ethernet\", not \"" + pc.link_layer +
+                                  "\"");
                 } catch (Error& e) {
                     SVM_CONTEXT(e, where);
                     throw;
@@ -111,7 +113,8 @@ DeviceConfig parse_device_config(const json_t* devices) {
             }
         }
         if (auto p = json_get_string(devices, "guid_prefix")) {
-            if (!valid_guid_prefix(*p)) SVM_THROW("\"guid_prefix\" must be 4 hex bytes like \"02:c9:00:00\", not \"" + *p + "\"");
+            if (!valid_guid_prefix(*p))
+                SVM_THROW("\"guid_prefix\" must be 4 hex bytes like \"02:c9:00:00\", not \"" + *p + "\"");
             c.guid_prefix = *p;
         }
         if (auto n = json_get_int(devices, "node_id")) {

@@ -18,8 +18,8 @@ struct GpuConfig {
 };
 
 struct VfProviderConfig {
-    PciAddress pci;               // the physical function
-    std::string link_layer;       // "infiniband", "ethernet", or "" = read from sysfs
+    PciAddress pci;          // the physical function
+    std::string link_layer;  // "infiniband", "ethernet", or "" = read from sysfs
 };
 
 struct DevicePolicy {
@@ -32,7 +32,7 @@ struct DeviceConfig {
     std::vector<VfProviderConfig> vf_providers;
     // First 4 bytes of every VF GUID ("02:c9:00:00"); the rest is node id, PF and VF index.
     std::string guid_prefix = "02:00:00:00";
-    std::optional<int> node_id;   // 0..65535; default: derived from the host name
+    std::optional<int> node_id;  // 0..65535; default: derived from the host name
     DevicePolicy policy;
     std::string vf_state_dir = "/run/slurm-vm/vf-pool";  // pool state and lock
     int unbind_timeout_s = 10;

@@ -68,7 +68,8 @@ std::vector<PciAddress> resolve_gres_file(const SysfsRoot& root, const DeviceCon
     }
     if (auto group = number_after(file, "/dev/vfio/")) {
         std::string dir = root.iommu_group_devices(*group);
-        if (!path_exists(dir)) SVM_THROW(file + ": IOMMU group " + std::to_string(*group) + " does not exist (" + dir + " missing)");
+        if (!path_exists(dir))
+            SVM_THROW(file + ": IOMMU group " + std::to_string(*group) + " does not exist (" + dir + " missing)");
         std::vector<PciAddress> configured, endpoints;
         for (const auto& m : iommu_group_details(root, *group)) {
             if (cfg.gpu_by_pci(m.address)) configured.push_back(m.address);
@@ -103,7 +104,8 @@ DevicePlan plan_devices(const SysfsRoot& root, const DeviceConfig& cfg, const st
         // Control nodes of the NVIDIA driver (nvidiactl, nvidia-uvm, nvidia-caps) are not devices.
         if (f.compare(0, 11, "/dev/nvidia") == 0 && !number_after(f, "/dev/nvidia")) continue;
         for (const auto& a : resolve_gres_file(root, cfg, f)) {
-            bool dup = std::any_of(allocated.begin(), allocated.end(), [&](const PlannedDevice& d) { return d.address == a; });
+            bool dup =
+                std::any_of(allocated.begin(), allocated.end(), [&](const PlannedDevice& d) { return d.address == a; });
             if (dup) continue;
             PlannedDevice d;
             d.address = a;
@@ -124,7 +126,8 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
     for (auto& d : allocated) {
         const std::string a = d.address.str();
         if (!pci_device_exists(root, d.address))
-            SVM_THROW(a + (d.gres_file.empty() ? "" : " (" + d.gres_file + ")") + ": no such PCI device (" + root.pci_device(d.address) + " missing)");
+            SVM_THROW(a + (d.gres_file.empty() ? "" : " (" + d.gres_file + ")") + ": no such PCI device (" +
+                      root.pci_device(d.address) + " missing)");
         PciDevice dev = read_pci_device(root, d.address);
         if (!dev.iommu_group) {
             if (!iommu.enabled)
@@ -134,14 +137,15 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
                       " missing) although the IOMMU is on; the device cannot be isolated for a guest");
         }
         if (const GpuConfig* g = cfg.gpu_by_pci(d.address); g && g->vfio_group && *g->vfio_group != *dev.iommu_group)
-            SVM_THROW(a + ": configured with vfio_group " + std::to_string(*g->vfio_group) + " but sysfs puts it in IOMMU group " +
-                      std::to_string(*dev.iommu_group));
+            SVM_THROW(a + ": configured with vfio_group " + std::to_string(*g->vfio_group) +
+                      " but sysfs puts it in IOMMU group " + std::to_string(*dev.iommu_group));
         if (!dev.can_reset() && !cfg.policy.allow_no_reset)
             SVM_THROW(a + ": no usable reset method (" + root.pci_attr(d.address, "reset_method") +
                       " absent or empty): its state could leak from one job to the next; "
                       "set devices.policy.allow_no_reset to accept this device anyway");
         if (iommu.interrupt_remapping == Tristate::no && !cfg.policy.allow_unsafe_interrupts)
-            SVM_THROW(a + ": interrupt remapping is off on this node (no IR- interrupt domains in " + root.proc("interrupts") +
+            SVM_THROW(a + ": interrupt remapping is off on this node (no IR- interrupt domains in " +
+                      root.proc("interrupts") +
                       "), so a guest could forge interrupts; enable it (remove intremap=off/nointremap, enable x2APIC/"
                       "interrupt remapping in the firmware) or set devices.policy.allow_unsafe_interrupts");
         if (iommu.allow_unsafe_interrupts && !cfg.policy.allow_unsafe_interrupts)
@@ -159,7 +163,8 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
         // Companions: other functions of the same slot in the same group.
         for (const auto& m : iommu_group_details(root, d.iommu_group)) {
             if (m.bridge || !m.address.same_slot(d.address)) continue;
-            if (std::any_of(all.begin(), all.end(), [&](const PlannedDevice& x) { return x.address == m.address; })) continue;
+            if (std::any_of(all.begin(), all.end(), [&](const PlannedDevice& x) { return x.address == m.address; }))
+                continue;
             if (cfg.gpu_by_pci(m.address)) continue;  // another GPU: reported as a conflict below
             PciDevice cd = read_pci_device(root, m.address);
             PlannedDevice c;
@@ -182,17 +187,20 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
         for (const auto& m : iommu_group_details(root, d.iommu_group)) {
             if (std::find(job.begin(), job.end(), m.address) != job.end() || m.bridge) continue;
             if (cfg.gpu_by_pci(m.address))
-                SVM_THROW(d.address.str() + ": IOMMU group " + std::to_string(d.iommu_group) + " also holds " + m.address.str() +
-                          ", another GPU of this node that is not allocated to this job (gres.conf must give the whole group)");
+                SVM_THROW(d.address.str() + ": IOMMU group " + std::to_string(d.iommu_group) + " also holds " +
+                          m.address.str() +
+                          ", another GPU of this node that is not allocated to this job (gres.conf must give the whole "
+                          "group)");
             if (is_vfio_safe_driver(m.driver)) continue;
-            SVM_THROW(d.address.str() + ": IOMMU group " + std::to_string(d.iommu_group) + " also holds " + m.address.str() +
-                      " (" + (m.driver.empty() ? std::string("no driver") : "driver " + m.driver) +
+            SVM_THROW(d.address.str() + ": IOMMU group " + std::to_string(d.iommu_group) + " also holds " +
+                      m.address.str() + " (" + (m.driver.empty() ? std::string("no driver") : "driver " + m.driver) +
                       "), which is not part of this job; bind it to vfio-pci or pci-stub permanently, or move the GPU "
                       "to a slot with its own group (ACS)");
         }
     }
 
-    std::sort(all.begin(), all.end(), [](const PlannedDevice& x, const PlannedDevice& y) { return x.address < y.address; });
+    std::sort(all.begin(), all.end(),
+              [](const PlannedDevice& x, const PlannedDevice& y) { return x.address < y.address; });
     plan.devices = all;
     plan.iommu_groups.assign(groups.begin(), groups.end());
 

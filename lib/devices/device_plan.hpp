@@ -18,20 +18,20 @@ namespace svm {
 
 struct PlannedDevice {
     PciAddress address;
-    std::string role;        // "gpu" (allocated by Slurm) or "companion" (same slot and group)
-    std::string gres_file;   // the GRES file it came from ("" for companions)
-    std::string driver;      // current driver
+    std::string role;       // "gpu" (allocated by Slurm) or "companion" (same slot and group)
+    std::string gres_file;  // the GRES file it came from ("" for companions)
+    std::string driver;     // current driver
     int iommu_group = -1;
     int numa_node = -1;
-    bool needs_bind = false; // not on vfio-pci yet
+    bool needs_bind = false;  // not on vfio-pci yet
 };
 
 struct DevicePlan {
-    std::vector<PlannedDevice> devices;   // sorted by address
-    std::vector<int> iommu_groups;        // sorted, unique
-    std::optional<int> numa_node;         // when all devices agree
-    std::vector<int> numa_nodes;          // every node the devices sit on
-    std::string cpus;                     // CPU list of those nodes ("" = unknown)
+    std::vector<PlannedDevice> devices;  // sorted by address
+    std::vector<int> iommu_groups;       // sorted, unique
+    std::optional<int> numa_node;        // when all devices agree
+    std::vector<int> numa_nodes;         // every node the devices sit on
+    std::string cpus;                    // CPU list of those nodes ("" = unknown)
     std::vector<std::string> warnings;
 
     Json to_json() const;

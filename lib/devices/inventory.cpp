@@ -67,9 +67,10 @@ Json build_inventory(const SysfsRoot& root, const DeviceConfig* cfg, const Inven
                 json_object_set_new(o, "bridge", json_boolean(m.bridge));
                 json_array_append_new(members, o);
                 if (!m.bridge && !m.address.same_slot(d.address) && !is_vfio_safe_driver(m.driver))
-                    json_array_append_new(problems, json_string(("IOMMU group shared with " + m.address.str() + " (" +
-                                                                 (m.driver.empty() ? std::string("no driver") : m.driver) + ")")
-                                                                    .c_str()));
+                    json_array_append_new(problems,
+                                          json_string(("IOMMU group shared with " + m.address.str() + " (" +
+                                                       (m.driver.empty() ? std::string("no driver") : m.driver) + ")")
+                                                          .c_str()));
             }
         } else {
             json_array_append_new(problems, json_string("no IOMMU group"));
@@ -121,7 +122,8 @@ std::string format_inventory_table(const json_t* inv) {
         std::string resets;
         size_t k;
         json_t* r;
-        json_array_foreach(json_object_get(d, "reset_methods"), k, r) resets += (resets.empty() ? "" : ",") + std::string(json_string_value(r));
+        json_array_foreach(json_object_get(d, "reset_methods"), k, r) resets +=
+            (resets.empty() ? "" : ",") + std::string(json_string_value(r));
         if (resets.empty()) resets = json_is_true(json_object_get(d, "resettable")) ? "yes" : "none";
         std::string sriov = "-";
         if (json_t* sv = json_object_get(d, "sriov"); json_is_object(sv))
@@ -129,7 +131,8 @@ std::string format_inventory_table(const json_t* inv) {
                     std::to_string(json_integer_value(json_object_get(sv, "totalvfs")));
         std::string notes = s("configured") == "-" ? "" : "configured " + s("configured");
         json_t* p;
-        json_array_foreach(json_object_get(d, "problems"), k, p) notes += (notes.empty() ? "" : "; ") + std::string(json_string_value(p));
+        json_array_foreach(json_object_get(d, "problems"), k, p) notes +=
+            (notes.empty() ? "" : "; ") + std::string(json_string_value(p));
         if (s("name") != "-") notes = s("name") + (notes.empty() ? "" : "; " + notes);
         rows.push_back({s("address"), s("vendor_device"), s("kind"), s("driver"),
                         std::to_string(json_integer_value(json_object_get(d, "numa_node"))), s("local_cpus"), group,

@@ -85,7 +85,8 @@ std::string iommu_fix_hint(const IommuState& st) {
     if (st.vendor == "amd") fix += "amd_iommu=on iommu=pt";
     else fix += "intel_iommu=on iommu=pt (Intel) or amd_iommu=on iommu=pt (AMD)";
     fix += " on the kernel command line";
-    if (st.cmdline_requests_iommu) fix += " (the command line already asks for it: check the firmware setting and dmesg for DMAR/AMD-Vi errors)";
+    if (st.cmdline_requests_iommu)
+        fix += " (the command line already asks for it: check the firmware setting and dmesg for DMAR/AMD-Vi errors)";
     return fix;
 }
 

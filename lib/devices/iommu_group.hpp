@@ -24,14 +24,14 @@ enum class Tristate { yes, no, unknown };
 const char* tristate_str(Tristate t);  // "yes", "no", "unknown"
 
 struct IommuState {
-    bool enabled = false;                 // sys/kernel/iommu_groups has groups
+    bool enabled = false;  // sys/kernel/iommu_groups has groups
     int group_count = 0;
-    std::string cmdline;                  // proc/cmdline
-    bool cmdline_requests_iommu = false;  // intel_iommu=on or amd_iommu=on/force_isolation...
+    std::string cmdline;                               // proc/cmdline
+    bool cmdline_requests_iommu = false;               // intel_iommu=on or amd_iommu=on/force_isolation...
     Tristate interrupt_remapping = Tristate::unknown;  // from proc/interrupts ("IR-") and cmdline
-    bool allow_unsafe_interrupts = false; // vfio_iommu_type1 parameter is Y
-    bool vfio_pci_available = false;      // driver registered or module present
-    std::string vendor;                   // "intel", "amd" or "" (sys/class/iommu names)
+    bool allow_unsafe_interrupts = false;              // vfio_iommu_type1 parameter is Y
+    bool vfio_pci_available = false;                   // driver registered or module present
+    std::string vendor;                                // "intel", "amd" or "" (sys/class/iommu names)
 };
 IommuState read_iommu_state(const SysfsRoot& root);
 

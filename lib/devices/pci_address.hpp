@@ -21,9 +21,7 @@ struct PciAddress {
     uint32_t devfn() const { return (slot << 3) | function; }
     static PciAddress from_devfn(uint32_t domain, uint32_t bus, uint32_t devfn);
     // Same domain, bus and slot: functions of one multi-function device.
-    bool same_slot(const PciAddress& o) const {
-        return domain == o.domain && bus == o.bus && slot == o.slot;
-    }
+    bool same_slot(const PciAddress& o) const { return domain == o.domain && bus == o.bus && slot == o.slot; }
 };
 
 bool operator==(const PciAddress& a, const PciAddress& b);

@@ -117,9 +117,11 @@ PciDevice read_pci_device(const SysfsRoot& root, const PciAddress& a) {
     d.class_code = static_cast<uint32_t>(parse_int(required_attr(root, a, "class"), root.pci_attr(a, "class"), 16));
     d.driver = pci_current_driver(root, a);
     d.driver_override = pci_driver_override(root, a);
-    if (auto v = root.read_attr(root.pci_attr(a, "numa_node"))) d.numa_node = parse_int(*v, root.pci_attr(a, "numa_node"));
+    if (auto v = root.read_attr(root.pci_attr(a, "numa_node")))
+        d.numa_node = parse_int(*v, root.pci_attr(a, "numa_node"));
     d.local_cpulist = root.read_attr(root.pci_attr(a, "local_cpulist")).value_or("");
-    if (auto g = root.link_name(root.pci_attr(a, "iommu_group"))) d.iommu_group = parse_int(*g, root.pci_attr(a, "iommu_group"));
+    if (auto g = root.link_name(root.pci_attr(a, "iommu_group")))
+        d.iommu_group = parse_int(*g, root.pci_attr(a, "iommu_group"));
     if (auto r = root.read_attr(root.pci_attr(a, "reset_method"))) {
         std::istringstream in(*r);
         std::string m;
@@ -212,9 +214,9 @@ std::vector<PciDevice> scan_pci_devices(const SysfsRoot& root) {
         acc->debug = pci_quiet_cb;
         for (auto& d : out) {
             char buf[256];
-            const char* n = pci_lookup_name(acc.get(), buf, sizeof buf, PCI_LOOKUP_VENDOR | PCI_LOOKUP_DEVICE |
-                                                                          PCI_LOOKUP_NO_NUMBERS,
-                                            d.vendor, d.device);
+            const char* n =
+                pci_lookup_name(acc.get(), buf, sizeof buf,
+                                PCI_LOOKUP_VENDOR | PCI_LOOKUP_DEVICE | PCI_LOOKUP_NO_NUMBERS, d.vendor, d.device);
             // Unknown IDs come back as "Device 2335": not a name.
             if (n && std::string(n).compare(0, 7, "Device ") != 0 && std::string(n) != "<unknown>") d.name = n;
         }

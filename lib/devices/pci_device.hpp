@@ -16,25 +16,25 @@ struct PciDevice {
     PciAddress address;
     uint16_t vendor = 0;
     uint16_t device = 0;
-    uint32_t class_code = 0;        // 24 bits: class, subclass, prog-if (0x030200)
-    std::string driver;             // bound driver; empty = none
-    std::string driver_override;    // empty = none ("(null)" in sysfs)
-    int numa_node = -1;             // -1 = unknown / single node
-    std::string local_cpulist;      // "0-15,32-47"; empty when unknown
-    std::optional<int> iommu_group; // absent when the IOMMU is off
+    uint32_t class_code = 0;         // 24 bits: class, subclass, prog-if (0x030200)
+    std::string driver;              // bound driver; empty = none
+    std::string driver_override;     // empty = none ("(null)" in sysfs)
+    int numa_node = -1;              // -1 = unknown / single node
+    std::string local_cpulist;       // "0-15,32-47"; empty when unknown
+    std::optional<int> iommu_group;  // absent when the IOMMU is off
     // Reset methods the kernel offers ("flr", "pm", "bus", ...). reset_known is
     // false when neither reset_method nor reset exists: the kernel cannot reset it.
     std::vector<std::string> reset_methods;
     bool reset_known = false;
-    bool sriov_capable = false;     // has sriov_totalvfs
+    bool sriov_capable = false;  // has sriov_totalvfs
     int sriov_totalvfs = 0;
     int sriov_numvfs = 0;
-    std::optional<PciAddress> physfn;          // set on a virtual function
-    std::vector<PciAddress> virtfns;           // index = VF number, on a physical function
-    std::string name;                          // from pci.ids when available
+    std::optional<PciAddress> physfn;  // set on a virtual function
+    std::vector<PciAddress> virtfns;   // index = VF number, on a physical function
+    std::string name;                  // from pci.ids when available
 
-    std::string vendor_device() const;         // "10de:2335"
-    std::string class_str() const;             // "0x030200"
+    std::string vendor_device() const;  // "10de:2335"
+    std::string class_str() const;      // "0x030200"
     bool can_reset() const { return reset_known; }
     // "gpu", "infiniband", "ethernet", "network", "audio", "bridge", "other".
     std::string kind() const;

@@ -15,17 +15,13 @@ SysfsRoot::SysfsRoot(std::string root) : root_(root.empty() ? "/" : std::move(ro
 
 std::string SysfsRoot::path(const std::string& rel) const { return path_join(root_, rel); }
 
-std::string SysfsRoot::pci_device(const PciAddress& a) const {
-    return path("sys/bus/pci/devices/" + a.str());
-}
+std::string SysfsRoot::pci_device(const PciAddress& a) const { return path("sys/bus/pci/devices/" + a.str()); }
 
 std::string SysfsRoot::pci_attr(const PciAddress& a, const std::string& name) const {
     return pci_device(a) + "/" + name;
 }
 
-std::string SysfsRoot::pci_driver(const std::string& driver) const {
-    return path("sys/bus/pci/drivers/" + driver);
-}
+std::string SysfsRoot::pci_driver(const std::string& driver) const { return path("sys/bus/pci/drivers/" + driver); }
 
 std::string SysfsRoot::pci_driver_file(const std::string& driver, const std::string& file) const {
     return pci_driver(driver) + "/" + file;
@@ -64,8 +60,8 @@ std::optional<std::string> SysfsRoot::link_name(const std::string& link) const {
     return slash == std::string::npos ? target : target.substr(slash + 1);
 }
 
-SysfsWriteError::SysfsWriteError(const std::string& file, const std::string& value, int err, const char* src,
-                                 int line, const char* fn)
+SysfsWriteError::SysfsWriteError(const std::string& file, const std::string& value, int err, const char* src, int line,
+                                 const char* fn)
     : Error(errno_message("write '" + trim(value) + "' to " + file, err), src, line, fn), err_(err), file_(file) {}
 
 void RealSysfsWriter::write(const std::string& path, const std::string& value) {
@@ -79,7 +75,8 @@ void RealSysfsWriter::write(const std::string& path, const std::string& value) {
 EmulatedKernelWriter::EmulatedKernelWriter(std::string program, const SysfsRoot& root)
     : program_(std::move(program)), root_(root.root()) {
     if (root_ == "/" || root_.empty())
-        SVM_THROW("devices.emulated_kernel is for tests with a fake sysfs_root; it cannot stand in for the real kernel");
+        SVM_THROW(
+            "devices.emulated_kernel is for tests with a fake sysfs_root; it cannot stand in for the real kernel");
 }
 
 void EmulatedKernelWriter::write(const std::string& path, const std::string& value) {

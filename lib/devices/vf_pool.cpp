@@ -34,7 +34,8 @@ std::string hex_bytes(const std::vector<int>& b) {
 }
 
 std::string guid(const DeviceConfig& cfg, int node_id, int pf_ordinal, int index, int port) {
-    if (index < 0 || index > 127) SVM_THROW("VF index " + std::to_string(index) + " is beyond the 128 VFs GUIDs are numbered for");
+    if (index < 0 || index > 127)
+        SVM_THROW("VF index " + std::to_string(index) + " is beyond the 128 VFs GUIDs are numbered for");
     auto b = prefix_bytes(cfg);
     b.push_back(node_id >> 8);
     b.push_back(node_id);
@@ -150,7 +151,8 @@ VfConfigRecord VfConfigRecord::from_json(const json_t* j) {
     r.previous = get_string_map(j, "previous");
     for (const auto& [k, v] : r.set) {
         (void)v;
-        if (k != "node" && k != "port" && k != "policy" && k != "mac") SVM_THROW("vf_config record: unknown attribute \"" + k + "\"");
+        if (k != "node" && k != "port" && k != "policy" && k != "mac")
+            SVM_THROW("vf_config record: unknown attribute \"" + k + "\"");
     }
     return r;
 }
@@ -205,7 +207,8 @@ VfAssignment VfPool::reserve(const VfReservationRecord& r, std::optional<int> nu
     for (size_t ord = 0; ord < cfg_.vf_providers.size(); ++ord) {
         const auto& p = cfg_.vf_providers[ord];
         PciDevice pf = read_pci_device(root_, p.pci);
-        if (!pf.sriov_capable) SVM_THROW(p.pci.str() + ": not SR-IOV capable (" + root_.pci_attr(p.pci, "sriov_totalvfs") + " missing)");
+        if (!pf.sriov_capable)
+            SVM_THROW(p.pci.str() + ": not SR-IOV capable (" + root_.pci_attr(p.pci, "sriov_totalvfs") + " missing)");
         if (pf.virtfns.empty()) {
             empty_pfs.push_back(p.pci.str() + " (sriov_numvfs is " + std::to_string(pf.sriov_numvfs) + " of " +
                                 std::to_string(pf.sriov_totalvfs) + ")");
@@ -295,8 +298,9 @@ VfConfigRecord VfPool::prepare_config(const VfAssignment& a) const {
     for (const auto& [attr, value] : r.set) {
         (void)value;
         auto cur = root_.read_attr(dir + "/" + attr);
-        if (!cur) SVM_THROW(a.vf.str() + ": cannot set its " + attr + ": " + dir + "/" + attr +
-                            " missing (the PF's driver does not offer per-VF settings; mlx5_core does)");
+        if (!cur)
+            SVM_THROW(a.vf.str() + ": cannot set its " + attr + ": " + dir + "/" + attr +
+                      " missing (the PF's driver does not offer per-VF settings; mlx5_core does)");
         r.previous[attr] = *cur;
     }
     return r;

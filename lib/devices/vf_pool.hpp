@@ -24,10 +24,10 @@ namespace svm {
 struct VfAssignment {
     std::string job;
     PciAddress pf;
-    int index = 0;          // VF number on its PF (virtfnN)
+    int index = 0;  // VF number on its PF (virtfnN)
     PciAddress vf;
-    int pf_ordinal = 0;     // position of the PF in devices.vf_providers
-    std::string link_layer; // "infiniband" or "ethernet"
+    int pf_ordinal = 0;      // position of the PF in devices.vf_providers
+    std::string link_layer;  // "infiniband" or "ethernet"
     int numa_node = -1;
     std::string node_guid, port_guid, mac;  // what this VF is given
     Json to_json() const;

@@ -82,8 +82,8 @@ void VfioBinder::bind(const BindRecord& r) {
         std::string cur = pci_current_driver(root_, a);
         if (cur == target) return;  // skip, like virPCIDeviceBindToStub
         if (!path_exists(root_.pci_driver(target)))
-            SVM_THROW("driver " + target + " is not loaded (" + root_.pci_driver(target) +
-                      " missing; modprobe " + target + ")");
+            SVM_THROW("driver " + target + " is not loaded (" + root_.pci_driver(target) + " missing; modprobe " +
+                      target + ")");
         if (pci_driver_override(root_, a) != target) write(root_.pci_attr(a, "driver_override"), target);
         if (!cur.empty()) unbind_with_retry(a, cur);
         if (pci_current_driver(root_, a).empty()) write(root_.drivers_probe(), a.str());

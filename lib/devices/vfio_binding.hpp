@@ -19,7 +19,7 @@ struct BindRecord {
     std::string original_driver;    // "" = was unbound
     std::string original_override;  // "" = none
     std::string target_driver = "vfio-pci";
-    int iommu_group = -1;           // -1 = unknown
+    int iommu_group = -1;  // -1 = unknown
 
     Json to_json() const;  // {"device","original_driver","original_override","target_driver","iommu_group"}
     static BindRecord from_json(const json_t* j);

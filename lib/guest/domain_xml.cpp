@@ -13,12 +13,12 @@ std::string xml_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default: out += c;
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default: out += c;
         }
     }
     return out;
@@ -39,7 +39,8 @@ HostFunction parse_function(const std::string& domain, const std::string& a) {
     return f;
 }
 
-std::string pci_address(unsigned dom, unsigned bus, unsigned slot, unsigned fn, bool guest, bool multifunction = false) {
+std::string pci_address(unsigned dom, unsigned bus, unsigned slot, unsigned fn, bool guest,
+                        bool multifunction = false) {
     char a[200];
     std::snprintf(a, sizeof a, "<address %sdomain='0x%04x' bus='0x%02x' slot='0x%02x' function='0x%x'%s/>",
                   guest ? "type='pci' " : "", dom, bus, slot, fn, multifunction ? " multifunction='on'" : "");
@@ -93,7 +94,8 @@ std::string hostdev_xml(const DomainSpec& s) {
                 // managed='no': our device steps bound it to vfio-pci (and give it back).
                 dev += "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <driver name='vfio'/>\n";
                 dev += "      <source>" + pci_address(f.dom, f.bus, f.slot, f.fn, false) + "</source>\n";
-                dev += "      " + pci_address(0, down, 0, static_cast<unsigned>(k), true, k == 0 && fns.size() > 1) + "\n";
+                dev +=
+                    "      " + pci_address(0, down, 0, static_cast<unsigned>(k), true, k == 0 && fns.size() > 1) + "\n";
                 dev += "    </hostdev>\n";
             }
         }
@@ -109,8 +111,8 @@ std::string domain_xml(const DomainSpec& s) {
     if (s.base_format != "qcow2" && s.base_format != "raw")
         SVM_THROW("domain " + s.name + ": base image format must be qcow2 or raw");
     if (s.hugepage_kib < 0 || (s.hugepage_kib > 0 && (s.memory_mib * 1024) % s.hugepage_kib != 0))
-        SVM_THROW("domain " + s.name + ": memory of " + std::to_string(s.memory_mib) + " MiB is not a whole number of " +
-                  std::to_string(s.hugepage_kib) + " KiB hugepages");
+        SVM_THROW("domain " + s.name + ": memory of " + std::to_string(s.memory_mib) +
+                  " MiB is not a whole number of " + std::to_string(s.hugepage_kib) + " KiB hugepages");
     auto e = xml_escape;
     std::string x;
     x += "<domain type='" + e(s.type) + "'>\n";
@@ -143,7 +145,8 @@ std::string domain_xml(const DomainSpec& s) {
     }
     // q35 (PCIe) only for guests with passthrough devices: their layout needs
     // PCIe root and switch ports; every other guest stays as it was.
-    x += std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") + "'>hvm</type>\n";
+    x += std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") +
+         "'>hvm</type>\n";
     if (!s.kernel.empty()) {
         x += "    <kernel>" + e(s.kernel) + "</kernel>\n";
         if (!s.initrd.empty()) x += "    <initrd>" + e(s.initrd) + "</initrd>\n";
@@ -155,9 +158,9 @@ std::string domain_xml(const DomainSpec& s) {
     // TCG (no KVM: tests): QEMU's translation cache defaults to 1 GiB, more
     // than a small job's whole memory overhead; 256 MiB is plenty.
     if (s.type == "qemu")
-        x += "  <features>\n    <acpi/>\n    <tcg>\n      <tb-cache unit='MiB'>256</tb-cache>\n    </tcg>\n  </features>\n";
-    else
-        x += "  <features><acpi/></features>\n";
+        x += "  <features>\n    <acpi/>\n    <tcg>\n      <tb-cache unit='MiB'>256</tb-cache>\n    </tcg>\n  "
+             "</features>\n";
+    else x += "  <features><acpi/></features>\n";
     if (s.type == "kvm") x += "  <cpu mode='host-passthrough' check='none'/>\n";
     x += "  <clock offset='utc'/>\n";
     x += "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n";

@@ -27,21 +27,21 @@ struct DomainSpec {
     std::string type = "kvm";  // "kvm" or "qemu" (TCG)
     std::string emulator = "/usr/bin/qemu-system-x86_64";
     int64_t memory_mib = 1024;
-    std::vector<int> host_cpus;      // one vCPU per host CPU, pinned one-to-one
-    std::string overlay;             // per-job qcow2 overlay (vda)
-    std::string base;                // the user's image, read-only backing
-    std::string base_format;         // "qcow2" or "raw": pinned, never probed
+    std::vector<int> host_cpus;  // one vCPU per host CPU, pinned one-to-one
+    std::string overlay;         // per-job qcow2 overlay (vda)
+    std::string base;            // the user's image, read-only backing
+    std::string base_format;     // "qcow2" or "raw": pinned, never probed
     // When set, QEMU gets the base as the descriptor associated under this
     // name (virDomainFDAssociate) and never opens `base` by path.
     std::string base_fdgroup;
-    std::string seed;                // NoCloud seed ISO (vdb, read-only)
+    std::string seed;                     // NoCloud seed ISO (vdb, read-only)
     std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
-    std::string bridge, mac;         // NIC on this bridge when set
-    int mtu = 0;                     // the NIC's MTU (0: the default)
-    std::string tap;                 // host tap name (unique on the host; libvirt's
-                                     // own vnetN choice races between embedded drivers)
-    std::string console_log;         // serial console written to this file
-    std::vector<ShareSpec> shares;   // 9p (as QEMU's user) or virtio-fs shares
+    std::string bridge, mac;              // NIC on this bridge when set
+    int mtu = 0;                          // the NIC's MTU (0: the default)
+    std::string tap;                      // host tap name (unique on the host; libvirt's
+                                          // own vnetN choice races between embedded drivers)
+    std::string console_log;              // serial console written to this file
+    std::vector<ShareSpec> shares;        // 9p (as QEMU's user) or virtio-fs shares
     // Passed-through functions. With any, the guest is a q35 machine and the
     // functions of one host NUMA node (its GPUs and the VF) sit behind one
     // guest PCIe switch: pcie-root-port -> pcie-switch-upstream-port -> one
@@ -50,10 +50,10 @@ struct DomainSpec {
     // between a GPU and the VF needs in the guest. Without any, the guest is
     // unchanged (i440fx "pc", libvirt's own addresses).
     std::vector<HostdevSpec> hostdevs;
-    int numa_node = -1;              // bind guest memory to this host node (strict) when >= 0
+    int numa_node = -1;  // bind guest memory to this host node (strict) when >= 0
     // Else: interleave guest memory over these host nodes (devices on several).
     std::vector<int> numa_interleave;
-    int64_t hugepage_kib = 0;        // back guest memory with hugepages of this size (memory_mib a multiple)
+    int64_t hugepage_kib = 0;  // back guest memory with hugepages of this size (memory_mib a multiple)
 };
 
 std::string domain_xml(const DomainSpec& s);

@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "proc.hpp"
-#include "ssh_keys.hpp"
 #include "srun_relay.hpp"
+#include "ssh_keys.hpp"
 
 namespace svm {
 
@@ -58,7 +58,8 @@ std::string remote_shell_command(const GuestCommand& c) {
         auto eq = kv.find('=');
         if (eq == std::string::npos) continue;
         std::string k = kv.substr(0, eq);
-        if (!forwarded_variable(k) || k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        if (!forwarded_variable(k) ||
+            k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
             continue;
         s += "export " + k + "=" + shell_quote(kv.substr(eq + 1)) + "; ";
     }
@@ -80,7 +81,8 @@ std::string remote_shell_command(const GuestCommand& c) {
         s += "for h in";
         for (const auto& h : c.wait_for_peers) s += " " + shell_quote(h);
         s += "; do (i=0; until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
-             "i=$((i+1)); [ $i -ge " + std::to_string(std::max(1, c.peer_wait_s)) +
+             "i=$((i+1)); [ $i -ge " +
+             std::to_string(std::max(1, c.peer_wait_s)) +
              " ] && { echo \"slurm-vm: guest $h does not accept logins\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
     }
     if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";

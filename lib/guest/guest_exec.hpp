@@ -11,11 +11,11 @@
 namespace svm {
 
 struct GuestCommand {
-    std::vector<std::string> argv;      // the task's command
-    std::vector<std::string> env;       // "K=V" of the task (filtered: SLURM_* and a few more)
+    std::vector<std::string> argv;  // the task's command
+    std::vector<std::string> env;   // "K=V" of the task (filtered: SLURM_* and a few more)
     std::string cwd;
-    bool script_on_stdin = false;       // batch step: argv[0] is a host file sent on stdin
-    std::string hostfile;               // MPI hostfile content ("" = none)
+    bool script_on_stdin = false;  // batch step: argv[0] is a host file sent on stdin
+    std::string hostfile;          // MPI hostfile content ("" = none)
     // Where the guest notes the task's process group, so that signals can
     // follow it there (remote_signal_command); "" = not noted.
     std::string pid_file;

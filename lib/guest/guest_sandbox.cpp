@@ -26,9 +26,9 @@ void deny(scmp_filter_ctx c, const char* name, unsigned mode_arg, int flags_arg 
         scmp_arg_cmp mode = SCMP_CMP(mode_arg, SCMP_CMP_MASKED_EQ, bit, bit);
         int rc = flags_arg < 0
                      ? seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), nr, 1, mode)
-                     : seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), nr, 2,
-                                        SCMP_CMP(static_cast<unsigned>(flags_arg), SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT),
-                                        mode);
+                     : seccomp_rule_add(
+                           c, SCMP_ACT_ERRNO(EPERM), nr, 2,
+                           SCMP_CMP(static_cast<unsigned>(flags_arg), SCMP_CMP_MASKED_EQ, O_CREAT, O_CREAT), mode);
         if (rc != 0) SVM_THROW(std::string("seccomp rule for ") + name + ": " + std::strerror(-rc));
     }
 }

@@ -33,8 +33,8 @@ std::string irq_profile_names() {
 
 const IrqProfile& require_irq_profile(const std::string& name, const std::string& what) {
     if (const IrqProfile* p = find_irq_profile(name)) return *p;
-    SVM_THROW(what + " \"" + name + "\" is not an interrupt moderation profile; valid profiles: " +
-              irq_profile_names());
+    SVM_THROW(what + " \"" + name +
+              "\" is not an interrupt moderation profile; valid profiles: " + irq_profile_names());
 }
 
 }  // namespace svm

@@ -8,7 +8,9 @@
 
 namespace svm {
 
-static void set_str(json_t* o, const char* k, const std::string& v) { json_object_set_new(o, k, json_string(v.c_str())); }
+static void set_str(json_t* o, const char* k, const std::string& v) {
+    json_object_set_new(o, k, json_string(v.c_str()));
+}
 static void set_int(json_t* o, const char* k, int64_t v) { json_object_set_new(o, k, json_integer(v)); }
 
 std::string JobPlan::to_json() const {
@@ -173,7 +175,8 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
     p.vf_mac = s("vf_mac");
     p.vf_port_guid = s("vf_port_guid");
     p.fabric_ip = s("fabric_ip");
-    if (json_get_int(j, "fabric_prefix_len")) p.fabric_prefix_len = static_cast<int>(*json_get_int(j, "fabric_prefix_len"));
+    if (json_get_int(j, "fabric_prefix_len"))
+        p.fabric_prefix_len = static_cast<int>(*json_get_int(j, "fabric_prefix_len"));
     p.irq_profile = json_get_string(j, "irq_profile").value_or("default");
     p.save_path = json_get_string(j, "save_path").value_or("");
     p.hugepages = json_get_string(j, "hugepages").value_or("off");

@@ -26,17 +26,17 @@ struct JobPlan {
     gid_t gid = 0;
     gid_t guest_gid = 0;  // QEMU's group: the job's own (NodeConfig::job_gid)
     std::string user, group, home, workdir;
-    std::string node;        // this node
-    int node_index = 0;      // position in the job's node list
+    std::string node;              // this node
+    int node_index = 0;            // position in the job's node list
     std::vector<GuestPeer> peers;  // every guest of the job, in node order
     std::string image, image_format;
     // What the job named when it is not the file booted: a name of the site's
     // catalogue (also a partition's default image) or a registry reference.
     std::string image_source;
     uint64_t image_virtual_size = 0;
-    std::string image_digest;  // "sha256:<hex>" of the image's content, for accounting
-    FileIdentity image_identity;  // the checked file: the keeper reopens it and compares
-    std::string kernel, initrd, cmdline;  // as the user gave them (shown, recorded)
+    std::string image_digest;              // "sha256:<hex>" of the image's content, for accounting
+    FileIdentity image_identity;           // the checked file: the keeper reopens it and compares
+    std::string kernel, initrd, cmdline;   // as the user gave them (shown, recorded)
     std::string kernel_copy, initrd_copy;  // what QEMU boots: root's copies in the job directory
     std::string hostname, domain_name;
     std::string ip, mac, gateway;
@@ -58,10 +58,10 @@ struct JobPlan {
     // The devices sit on several NUMA nodes: guest memory is interleaved over
     // them (and `placement` says so). Empty otherwise.
     std::vector<int> numa_nodes;
-    std::string placement;              // what was done for locality, in words
+    std::string placement;  // what was done for locality, in words
     // The VF, when the guest has one: how the guest finds its interface(s).
-    std::string vf_link_layer;          // "infiniband" or "ethernet"
-    std::string vf_mac, vf_port_guid;   // given to the VF by the device steps
+    std::string vf_link_layer;         // "infiniband" or "ethernet"
+    std::string vf_mac, vf_port_guid;  // given to the VF by the device steps
     // Interrupt moderation profile the guest applies to the VF (irq_profile.hpp):
     // the job's --vm-irq-profile, else the node's irq_profile. "default" = none.
     std::string irq_profile = "default";
@@ -71,9 +71,9 @@ struct JobPlan {
     // The node's hugepage policy for the guest's memory (hugepages.hpp); the
     // keeper decides with the guest's size and records it in guest.json.
     std::string hugepages = "off";
-    int64_t hugepage_size_kib = 0;      // 0 = the kernel's default size
-    std::string device_cpus;            // CPUs of that node
-    std::string devices_json;           // what was given (accounting): GPUs and VF
+    int64_t hugepage_size_kib = 0;  // 0 = the kernel's default size
+    std::string device_cpus;        // CPUs of that node
+    std::string devices_json;       // what was given (accounting): GPUs and VF
     int64_t memory_overhead_mib = 256, min_guest_memory_mib = 256, default_guest_memory_mib = 1024;
 
     // Files in the job directory.
@@ -81,8 +81,8 @@ struct JobPlan {
     std::string overlay_dir;  // the job's directory on the node's overlay scratch space
     std::string overlay() const { return (overlay_dir.empty() ? dir : overlay_dir) + "/overlay.qcow2"; }
     std::string seed() const { return dir + "/seed.iso"; }
-    std::string console_log() const { return dir + "/console.log"; }    // QEMU's (job group), capped by the keeper
-    std::string console_copy() const { return dir + "/console.txt"; }   // for the user: filtered, when the guest failed
+    std::string console_log() const { return dir + "/console.log"; }   // QEMU's (job group), capped by the keeper
+    std::string console_copy() const { return dir + "/console.txt"; }  // for the user: filtered, when the guest failed
     std::string user_key() const { return dir + "/id_ed25519"; }
     std::string known_hosts() const { return dir + "/known_hosts"; }
     std::string ssh_socket() const { return dir + "/ssh.sock"; }

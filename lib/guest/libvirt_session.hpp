@@ -24,7 +24,7 @@ void libvirt_quiet();
 std::string libvirt_last_error();
 
 struct EmbedSettings {
-    uid_t qemu_uid = 0;     // QEMU runs as this user (the job's user)
+    uid_t qemu_uid = 0;  // QEMU runs as this user (the job's user)
     gid_t qemu_gid = 0;
 };
 

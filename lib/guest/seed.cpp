@@ -7,10 +7,10 @@
 #include <cctype>
 
 #include "error.hpp"
-#include "ssh_keys.hpp"
 #include "fs.hpp"
 #include "irq_profile.hpp"
 #include "proc.hpp"
+#include "ssh_keys.hpp"
 
 namespace svm {
 
@@ -19,8 +19,8 @@ std::string ready_marker(const JobPlan& p) {
 }
 
 std::string seed_meta_data(const JobPlan& p) {
-    return "instance-id: slurm-vm-" + std::to_string(p.job_id) + "-" + p.node + "\n" +
-           "local-hostname: " + p.hostname + "\n";
+    return "instance-id: slurm-vm-" + std::to_string(p.job_id) + "-" + p.node + "\n" + "local-hostname: " + p.hostname +
+           "\n";
 }
 
 std::string seed_network_config(const JobPlan& p) {
@@ -45,8 +45,8 @@ std::string wait_for_netdevs(const std::string& var, const std::string& pattern,
     for (int i = 1; i <= tries; ++i) count += (i > 1 ? " " : "") + std::to_string(i);
     s += in + "for i in " + count + "; do\n";
     s += in + "  for d in /sys/class/net/*; do\n";
-    s += in + "    case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") " + var + "=\"${" + var + ":+$" + var +
-         " }${d##*/}\" ;; esac\n";
+    s += in + "    case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") " + var + "=\"${" + var + ":+$" +
+         var + " }${d##*/}\" ;; esac\n";
     s += in + "  done\n";
     s += in + "  [ -n \"$" + var + "\" ] && break; sleep 0.5\n";
     s += in + "done\n";
@@ -70,8 +70,10 @@ std::string seed_fabric_script(const JobPlan& p) {
     s += "modprobe ib_ipoib 2>/dev/null\n";
     s += wait_for_netdevs("ib", "*" + guid, 40, "");
     s += "ib=${ib%% *}\n";
-    s += "[ -n \"$ib\" ] || fail " + q("no IPoIB interface with port GUID " + guid +
-                                      " (the image needs the InfiniBand drivers: mlx5_ib, ib_ipoib)") + "\n";
+    s += "[ -n \"$ib\" ] || fail " +
+         q("no IPoIB interface with port GUID " + guid +
+           " (the image needs the InfiniBand drivers: mlx5_ib, ib_ipoib)") +
+         "\n";
     s += "ip link set \"$ib\" up || fail \"cannot bring up $ib\"\n";
     s += "ip addr replace " + q(addr) + " dev \"$ib\" || fail \"cannot give $ib " + addr + "\"\n";
     s += "log \"job network: $ib " + addr + "\"\n";
@@ -84,7 +86,8 @@ std::string seed_irq_script(const JobPlan& p) {
     if (prof->settings.empty() || p.vf_link_layer.empty()) return "";
     auto q = shell_quote;
     auto lower = [](std::string v) {
-        std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        std::transform(v.begin(), v.end(), v.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         return v;
     };
     // What the VF's interface shows in /sys/class/net/*/address: its MAC, or
@@ -100,8 +103,8 @@ std::string seed_irq_script(const JobPlan& p) {
     std::string s;
     s += "# The VF's interrupt moderation: profile " + prof->name + " (ethtool -C" + args + ").\n";
     s += "svm_irq() {\n";
-    s += "  command -v ethtool >/dev/null 2>&1 || { log " + q(tag + " not applied: ethtool is not installed in the image") +
-         "; return 0; }\n";
+    s += "  command -v ethtool >/dev/null 2>&1 || { log " +
+         q(tag + " not applied: ethtool is not installed in the image") + "; return 0; }\n";
     if (!pattern.empty()) s += wait_for_netdevs("devs", pattern, 20, "  ");
     else s += "  devs=\"\"\n";
     // Else: every NIC with a driver that is not virtio's (the job's network is virtio).
@@ -112,7 +115,8 @@ std::string seed_irq_script(const JobPlan& p) {
     s += "      devs=\"$devs ${d##*/}\"\n";
     s += "    done\n";
     s += "  fi\n";
-    s += "  [ -n \"$devs\" ] || { log " + q(tag + " not applied: no network interface of the VF found") + "; return 0; }\n";
+    s += "  [ -n \"$devs\" ] || { log " + q(tag + " not applied: no network interface of the VF found") +
+         "; return 0; }\n";
     s += "  for dev in $devs; do\n";
     s += "    if out=$(ethtool -C \"$dev\"" + args + " 2>&1); then\n";
     s += "      log \"" + tag + " applied to $dev\"\n";
@@ -122,10 +126,12 @@ std::string seed_irq_script(const JobPlan& p) {
     s += "    ok=\"\"; no=\"\"\n";
     s += "    set --" + args + "\n";
     s += "    while [ $# -ge 2 ]; do\n";
-    s += "      if ethtool -C \"$dev\" \"$1\" \"$2\" >/dev/null 2>&1; then ok=\"$ok $1 $2\"; else no=\"$no $1 $2\"; fi\n";
+    s += "      if ethtool -C \"$dev\" \"$1\" \"$2\" >/dev/null 2>&1; then ok=\"$ok $1 $2\"; else no=\"$no $1 $2\"; "
+         "fi\n";
     s += "      shift 2\n";
     s += "    done\n";
-    s += "    log \"" + tag + " on $dev: the driver refused$no (ethtool: $(echo \"$out\" | head -n 1))${ok:+; applied$ok}\"\n";
+    s += "    log \"" + tag +
+         " on $dev: the driver refused$no (ethtool: $(echo \"$out\" | head -n 1))${ok:+; applied$ok}\"\n";
     s += "  done\n";
     s += "}\n";
     s += "svm_irq\n";
@@ -146,7 +152,8 @@ std::string seed_shares_script(const JobPlan& p) {
            (vfs ? "CONFIG_VIRTIO_FS: every current distribution kernel has it as the module virtiofs"
                 : "CONFIG_9P_FS and CONFIG_NET_9P_VIRTIO: Debian's cloud and RHEL-family kernels lack them; the site "
                   "can serve shares over virtiofs") +
-           "), so the job's directories cannot be shown in the guest") + "\n";
+           "), so the job's directories cannot be shown in the guest") +
+         "\n";
     for (size_t i = 0; i < p.shares.size(); ++i) {
         std::string tag = "svmshare" + std::to_string(i);
         std::string opts = vfs ? "-t virtiofs" : "-t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none";
@@ -178,15 +185,18 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // (deleting it would break cloud-init's later modules, which look it up).
     // Only ordinary accounts (ids >= 1000) are moved, never system ones.
     if (p.uid >= 1000 || p.gid >= 1000)
-        s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do n=$((n - 1)); "
+        s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do n=$((n - "
+             "1)); "
              "done; echo $n; }\n";
     if (p.uid >= 1000)
-        s += "o=$(getent passwd " + std::to_string(p.uid) + " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " +
-             q(p.user) + " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " +
-             std::to_string(p.uid) + ")\"\n";
+        s += "o=$(getent passwd " + std::to_string(p.uid) +
+             " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " + q(p.user) +
+             " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " + std::to_string(p.uid) +
+             ")\"\n";
     if (p.gid >= 1000)
-        s += "o=$(getent group " + std::to_string(p.gid) + " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " +
-             q(p.group) + " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " +
+        s += "o=$(getent group " + std::to_string(p.gid) +
+             " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " + q(p.group) +
+             " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " +
              std::to_string(p.gid) + ")\"\n";
     s += "getent group " + std::to_string(p.gid) + " >/dev/null || groupadd -g " + std::to_string(p.gid) + " " +
          q(p.group) + " || fail groupadd\n";
@@ -220,7 +230,9 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          "  StrictHostKeyChecking yes\n"
          "  GlobalKnownHostsFile /etc/ssh/ssh_known_hosts\n"
          "  UserKnownHostsFile /dev/null\n"
-         "  KexAlgorithms " + std::string(kGuestKex) + "\n"
+         "  KexAlgorithms " +
+         std::string(kGuestKex) +
+         "\n"
          "  LogLevel ERROR\n"
          "SVM_EOF\n";
     // Network: the NIC is found by its MAC, whatever the image names it.

@@ -13,7 +13,7 @@ struct SeedKeys {
     std::string user_private;  // lets the guests log into each other (mpirun)
     std::string host_private;  // the guests' host key
     std::string host_public;
-    std::string known_hosts;   // every guest of the job: "name,ip key" lines
+    std::string known_hosts;  // every guest of the job: "name,ip key" lines
 };
 
 std::string seed_meta_data(const JobPlan& p);

@@ -138,7 +138,9 @@ SrunRelay::~SrunRelay() {
     ::rmdir(dir_.c_str());
 }
 
-void SrunRelay::start() { thread_ = std::thread([this] { serve(); }); }
+void SrunRelay::start() {
+    thread_ = std::thread([this] { serve(); });
+}
 
 void SrunRelay::serve() {
     for (;;) {

@@ -49,8 +49,7 @@ UniqueFd listen_socket(const std::string& path, gid_t job_gid) {
     ::unlink(path.c_str());
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) SVM_THROW_ERRNO("bind " + path);
     // QEMU (the user, with the job's group) connects; no one else can.
-    if (::chown(path.c_str(), 0, job_gid) != 0 || ::chmod(path.c_str(), 0660) != 0)
-        SVM_THROW_ERRNO("chown " + path);
+    if (::chown(path.c_str(), 0, job_gid) != 0 || ::chmod(path.c_str(), 0660) != 0) SVM_THROW_ERRNO("chown " + path);
     if (::listen(fd.get(), 1) != 0) SVM_THROW_ERRNO("listen " + path);
     return fd;
 }
@@ -153,17 +152,14 @@ std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s) {
                 // The limit set before exec (0: leave it).
                 "--rlimit-nofile=0", "--log-level=warn"};
     }
-    return {s.mark,
-            "--fd=" + std::to_string(kSocketFd),
-            "-o", "source=" + s.source,
+    return {s.mark, "--fd=" + std::to_string(kSocketFd), "-o", "source=" + s.source,
             // Sandboxed in its own mount, pid and network namespaces,
             // pivoted into the shared directory.
             "-o", "sandbox=namespace",
             // No caching in the guest: what the host (or another node)
             // changes is seen at once, as with the 9p mount (cache=none).
             // Measured under TCG: faster than cache=auto as well.
-            "-o", "cache=none",
-            "--rlimit-nofile=0"};
+            "-o", "cache=none", "--rlimit-nofile=0"};
 }
 
 VirtiofsdKind virtiofsd_kind_of_version(const std::string& out) {
@@ -193,9 +189,10 @@ std::string find_virtiofsd(const std::string& configured) {
     }
     for (const char* p : kKnownPaths)
         if (::access(p, X_OK) == 0) return p;
-    SVM_THROW("no virtiofsd on this node (looked for QEMU's own, /usr/lib/qemu/virtiofsd, and the Rust one, "
-              "/usr/libexec/virtiofsd): install one (Debian 12: qemu-system-common; Debian 13 and RHEL 9: the "
-              "package virtiofsd), name it with \"virtiofsd\", or set \"shares_via\": \"9p\"");
+    SVM_THROW(
+        "no virtiofsd on this node (looked for QEMU's own, /usr/lib/qemu/virtiofsd, and the Rust one, "
+        "/usr/libexec/virtiofsd): install one (Debian 12: qemu-system-common; Debian 13 and RHEL 9: the "
+        "package virtiofsd), name it with \"virtiofsd\", or set \"shares_via\": \"9p\"");
 }
 
 pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, int log_fd) {
@@ -214,8 +211,8 @@ pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, in
     UniqueFd ready_r(ready[0]), ready_w(ready[1]);
     if (::pipe2(mapped, O_CLOEXEC) != 0) SVM_THROW_ERRNO("pipe");
     UniqueFd mapped_r(mapped[0]), mapped_w(mapped[1]);
-    ChildArgs a{&s, groups.data(), groups.size(), argv.data(), envp,
-                listen_fd.get(), log_fd, ready_w.get(), mapped_r.get()};
+    ChildArgs a{&s,     groups.data(), groups.size(), argv.data(), envp, listen_fd.get(),
+                log_fd, ready_w.get(), mapped_r.get()};
     pid_t pid = ::fork();
     if (pid < 0) SVM_THROW_ERRNO("fork");
     if (pid == 0) exec_child(a);

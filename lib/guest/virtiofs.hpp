@@ -36,13 +36,13 @@ namespace svm {
 enum class VirtiofsdKind { qemu, rust };
 
 struct VirtiofsdSpec {
-    std::string binary;          // virtiofsd
-    std::string source;          // the shared directory (the user's own)
-    std::string mark;            // argv[0]: how the epilog recognises the process
-    uid_t uid = 0;               // the user
-    gid_t gid = 0;               // the user's primary group: the guest user's files get it
-    std::vector<gid_t> groups;   // the user's supplementary groups
-    gid_t job_gid = 0;           // the job's group: the socket's, for QEMU
+    std::string binary;         // virtiofsd
+    std::string source;         // the shared directory (the user's own)
+    std::string mark;           // argv[0]: how the epilog recognises the process
+    uid_t uid = 0;              // the user
+    gid_t gid = 0;              // the user's primary group: the guest user's files get it
+    std::vector<gid_t> groups;  // the user's supplementary groups
+    gid_t job_gid = 0;          // the job's group: the socket's, for QEMU
     VirtiofsdKind kind = VirtiofsdKind::qemu;
 };
 

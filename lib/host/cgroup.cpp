@@ -125,10 +125,8 @@ int remove_job_v1(uint32_t job_id, const std::string& cgroup_root) {
         for (const auto& name : list_dir(dir)) {
             std::string sub = path_join(dir, name);
             if (!is_dir(sub)) continue;
-            if (name == job)
-                removed += remove_empty_tree(sub);
-            else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0)
-                walk(sub, depth + 1);
+            if (name == job) removed += remove_empty_tree(sub);
+            else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0) walk(sub, depth + 1);
         }
     };
     walk(cgroup_root, 0);
@@ -191,10 +189,8 @@ void find_stepd_scopes(const std::string& dir, const std::string& node, int dept
     for (const auto& name : list_dir(dir)) {
         std::string sub = path_join(dir, name);
         if (!is_dir(sub)) continue;
-        if (is_stepd_scope(name, node))
-            out.push_back(sub);
-        else if (ends_with(name, ".slice") && depth < 3)
-            find_stepd_scopes(sub, node, depth + 1, out);
+        if (is_stepd_scope(name, node)) out.push_back(sub);
+        else if (ends_with(name, ".slice") && depth < 3) find_stepd_scopes(sub, node, depth + 1, out);
     }
 }
 
@@ -238,10 +234,8 @@ void end_guest_leaves(const std::string& dir) {
     for (const auto& name : list_dir(dir)) {
         std::string sub = path_join(dir, name);
         if (!is_dir(sub)) continue;
-        if (name == kGuestLeaf)
-            end_guest_leaf(sub);
-        else
-            end_guest_leaves(sub);
+        if (name == kGuestLeaf) end_guest_leaf(sub);
+        else end_guest_leaves(sub);
     }
 }
 
@@ -267,7 +261,8 @@ std::vector<int> cpus_v2(pid_t pid, const std::string& cgroup_root, const std::s
         if (read_file_if_exists(path_join(path_join(cgroup_root, cg), "cpuset.cpus.effective"), text))
             return parse_cpulist(text);
     }
-    SVM_THROW("process " + std::to_string(pid) + " has no cpuset (the cpuset controller is not enabled for its cgroup)");
+    SVM_THROW("process " + std::to_string(pid) +
+              " has no cpuset (the cpuset controller is not enabled for its cgroup)");
 }
 
 std::optional<int64_t> memory_limit_v2(pid_t pid, const std::string& cgroup_root, const std::string& proc_root) {
@@ -363,10 +358,8 @@ std::string job_level_path(const std::string& path) {
 
 void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root, bool out_of_step_signals,
                      const std::string& proc_root) {
-    if (cgroup_unified(cgroup_root))
-        join_v2(model, pid, cgroup_root, out_of_step_signals, proc_root);
-    else
-        join_v1(model, pid, cgroup_root, out_of_step_signals, proc_root);
+    if (cgroup_unified(cgroup_root)) join_v2(model, pid, cgroup_root, out_of_step_signals, proc_root);
+    else join_v1(model, pid, cgroup_root, out_of_step_signals, proc_root);
 }
 
 int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root, const std::string& node) {
@@ -404,8 +397,8 @@ std::optional<int64_t> cgroup_memory_limit(pid_t pid, const std::string& cgroup_
 std::optional<int64_t> cgroup_oom_kills(pid_t pid, const std::string& cgroup_root, const std::string& proc_root) {
     std::string dir = cgroup_dir(pid, "memory", cgroup_root, proc_root);
     std::string text;
-    if (dir.empty() ||
-        !read_file_if_exists(path_join(dir, cgroup_unified(cgroup_root) ? "memory.events" : "memory.oom_control"), text))
+    if (dir.empty() || !read_file_if_exists(
+                           path_join(dir, cgroup_unified(cgroup_root) ? "memory.events" : "memory.oom_control"), text))
         return std::nullopt;
     std::istringstream in(text);
     std::string key, value;

@@ -1,11 +1,11 @@
 #include "guest_net.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <cstdio>
 
@@ -41,7 +41,8 @@ RunResult run_in(const std::string& netns, std::vector<std::string> argv, const 
 void run_in_checked(const std::string& netns, const std::vector<std::string>& argv, const std::string& what,
                     const std::string& input = "") {
     RunResult r = run_in(netns, argv, input);
-    if (!r.ok()) SVM_THROW(what + (netns.empty() ? "" : " (network namespace " + netns + ")") + ": " + trim(r.err + r.out));
+    if (!r.ok())
+        SVM_THROW(what + (netns.empty() ? "" : " (network namespace " + netns + ")") + ": " + trim(r.err + r.out));
 }
 
 bool netns_exists(const std::string& name) { return path_exists("/run/netns/" + name); }
@@ -117,15 +118,31 @@ JobSegment plan_segment(uint32_t job_id, int node_index, const std::vector<std::
 }
 
 std::string segment_ip_batch(const JobSegment& s) {
-    std::string b = "link set lo up\n"
-                    "link add " + s.bridge + " type bridge\n"
-                    "link set " + s.bridge + " mtu " + std::to_string(s.mtu) + "\n"
-                    "link set " + s.vxlan + " master " + s.bridge + "\n"
-                    "link set " + s.bridge + " address " + s.self().host.mac + "\n"
-                    "addr add " + s.host_ip + "/" + std::to_string(s.prefix_len) + " dev " + s.bridge + "\n"
-                    "addr add " + s.self().host.ip + "/16 dev " + s.bridge + "\n"
-                    "link set " + s.vxlan + " up\n"
-                    "link set " + s.bridge + " up\n";
+    std::string b =
+        "link set lo up\n"
+        "link add " +
+        s.bridge +
+        " type bridge\n"
+        "link set " +
+        s.bridge + " mtu " + std::to_string(s.mtu) +
+        "\n"
+        "link set " +
+        s.vxlan + " master " + s.bridge +
+        "\n"
+        "link set " +
+        s.bridge + " address " + s.self().host.mac +
+        "\n"
+        "addr add " +
+        s.host_ip + "/" + std::to_string(s.prefix_len) + " dev " + s.bridge +
+        "\n"
+        "addr add " +
+        s.self().host.ip + "/16 dev " + s.bridge +
+        "\n"
+        "link set " +
+        s.vxlan +
+        " up\n"
+        "link set " +
+        s.bridge + " up\n";
     // Static neighbours on the VXLAN port: with "proxy" the VXLAN device
     // answers a guest's ARP for a peer itself, so no broadcast leaves the node.
     for (size_t i = 0; i < s.peers.size(); ++i) {
@@ -162,29 +179,45 @@ std::string segment_guard_rules(const JobSegment& s) {
     // MAC and IPv4 address, or are dropped, towards the VXLAN and the host alike.
     return "table bridge svm_guard {\n"
            "  chain from_guest {\n"
-           "    ether saddr != " + g.mac + " drop\n"
+           "    ether saddr != " +
+           g.mac +
+           " drop\n"
            "    ether type != { ip, arp } drop\n"
-           "    ether type ip ip saddr != " + g.ip + " drop\n"
+           "    ether type ip ip saddr != " +
+           g.ip +
+           " drop\n"
            "    ether type ip ip daddr 169.254.0.0/16 drop\n"
            "    ether type arp arp daddr ip 169.254.0.0/16 drop\n"
-           "    ether type arp arp saddr ether != " + g.mac + " drop\n"
-           "    ether type arp arp saddr ip != { 0.0.0.0, " + g.ip + " } drop\n"
+           "    ether type arp arp saddr ether != " +
+           g.mac +
+           " drop\n"
+           "    ether type arp arp saddr ip != { 0.0.0.0, " +
+           g.ip +
+           " } drop\n"
            "  }\n"
            "  chain forward {\n"
            "    type filter hook forward priority 0; policy accept;\n"
-           "    iifname " + tap + " jump from_guest\n"
+           "    iifname " +
+           tap +
+           " jump from_guest\n"
            "  }\n"
            "  chain input {\n"
            "    type filter hook input priority 0; policy accept;\n"
-           "    iifname " + tap + " jump from_guest\n"
+           "    iifname " +
+           tap +
+           " jump from_guest\n"
            "  }\n"
            "}\n";
 }
 
 void setup_segment(const JobSegment& s) {
     run_in_checked("", {"ip", "netns", "add", s.netns}, "create the job's network namespace " + s.netns);
-    std::vector<std::string> add = {"ip", "link", "add", s.vxlan, "type", "vxlan", "id", std::to_string(s.vni),
-                                    "local", s.self().underlay_ip, "dstport", std::to_string(s.port),
+    std::vector<std::string> add = {"ip",         "link",
+                                    "add",        s.vxlan,
+                                    "type",       "vxlan",
+                                    "id",         std::to_string(s.vni),
+                                    "local",      s.self().underlay_ip,
+                                    "dstport",    std::to_string(s.port),
                                     "nolearning", "proxy"};
     RunResult r = run_in(s.underlay_netns, add);
     if (!r.ok()) {
@@ -200,8 +233,7 @@ void setup_segment(const JobSegment& s) {
                    "move VXLAN " + s.vxlan + " into " + s.netns);
     run_in_checked(s.netns, {"ip", "-batch", "-"}, "set up the job's bridge and VXLAN port", segment_ip_batch(s));
     std::string fdb = segment_fdb_batch(s);
-    if (!fdb.empty())
-        run_in_checked(s.netns, {"bridge", "-batch", "-"}, "add the job's forwarding entries", fdb);
+    if (!fdb.empty()) run_in_checked(s.netns, {"bridge", "-batch", "-"}, "add the job's forwarding entries", fdb);
     run_in_checked(s.netns, {"nft", "-f", "-"}, "install the guest's address guard (nft)", segment_guard_rules(s));
 }
 
@@ -227,7 +259,8 @@ std::string resolve_underlay(const std::string& name_template, const std::string
     hints.ai_family = AF_INET;
     struct addrinfo* res = nullptr;
     int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &res);
-    if (rc != 0 || !res) SVM_THROW("cannot resolve the underlay address of node " + node + " (" + name + "): " + gai_strerror(rc));
+    if (rc != 0 || !res)
+        SVM_THROW("cannot resolve the underlay address of node " + node + " (" + name + "): " + gai_strerror(rc));
     char buf[INET_ADDRSTRLEN];
     ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
     ::freeaddrinfo(res);

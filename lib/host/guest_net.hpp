@@ -51,7 +51,7 @@ struct SegmentPeer {
     std::string node;
     std::string underlay_ip;  // the node's address on the underlay
     GuestAddress guest;
-    GuestAddress host;        // segment_host_side()
+    GuestAddress host;  // segment_host_side()
 };
 
 // Everything one node sets up for its guest of a job (pure: unit-tested).
@@ -63,8 +63,8 @@ struct JobSegment {
     std::string underlay_netns;  // where the VXLAN socket lives ("" = the host's)
     std::string vxlan;           // "svx<job hex>"
     std::string bridge = "svmbr";
-    std::string tap;             // the guest's tap (made by libvirt in netns)
-    std::string host_ip;         // segment_host_ip(), on the bridge, /16
+    std::string tap;      // the guest's tap (made by libvirt in netns)
+    std::string host_ip;  // segment_host_ip(), on the bridge, /16
     int prefix_len = 16;
     int port = 4789;
     int mtu = 1450;
@@ -97,7 +97,6 @@ void remove_segment(const std::string& netns, const std::string& underlay_netns,
 // The node's underlay address: "%n"-style template resolved (getaddrinfo,
 // IPv4) for a node name.
 std::string resolve_underlay(const std::string& name_template, const std::string& node);
-
 
 // Enters the network namespace /run/netns/NAME (the calling thread).
 void enter_netns(const std::string& name);

@@ -19,16 +19,17 @@ int64_t parse_size_kib(const std::string& s) {
     std::string unit = end;
     if (unit.empty()) return v / 1024;
     switch (unit[0]) {
-        case 'k': case 'K': return v;
-        case 'm': case 'M': return v * 1024;
-        case 'g': case 'G': return v * 1024 * 1024;
-        default: return 0;
+    case 'k':
+    case 'K': return v;
+    case 'm':
+    case 'M': return v * 1024;
+    case 'g':
+    case 'G': return v * 1024 * 1024;
+    default: return 0;
     }
 }
 
-std::string where(int numa_node) {
-    return numa_node >= 0 ? "NUMA node " + std::to_string(numa_node) : "the node";
-}
+std::string where(int numa_node) { return numa_node >= 0 ? "NUMA node " + std::to_string(numa_node) : "the node"; }
 
 int64_t read_count(const SysfsRoot& root, const std::string& file) {
     auto v = root.read_attr(file);
@@ -67,7 +68,8 @@ int64_t default_hugepage_kib(const SysfsRoot& root) {
 
 std::string hugepage_pool_dir(const SysfsRoot& root, int64_t page_kib, int numa_node) {
     std::string leaf = "hugepages-" + std::to_string(page_kib) + "kB";
-    if (numa_node >= 0) return root.path("sys/devices/system/node/node" + std::to_string(numa_node) + "/hugepages/" + leaf);
+    if (numa_node >= 0)
+        return root.path("sys/devices/system/node/node" + std::to_string(numa_node) + "/hugepages/" + leaf);
     return root.path("sys/kernel/mm/hugepages/" + leaf);
 }
 
@@ -98,18 +100,20 @@ bool hugetlbfs_mounted(const SysfsRoot& root, int64_t page_kib) {
 std::string hugepage_setup_problem(const SysfsRoot& root, int64_t page_kib, int numa_node) {
     std::string pool = hugepage_pool_dir(root, page_kib, numa_node);
     std::string size = page_size_text(page_kib);
-    if (!path_exists(pool)) return "the kernel offers no " + size + " hugepages on " + where(numa_node) + " (no " + pool + ")";
+    if (!path_exists(pool))
+        return "the kernel offers no " + size + " hugepages on " + where(numa_node) + " (no " + pool + ")";
     if (read_count(root, pool + "/nr_hugepages") <= 0)
         return "no " + size + " hugepages are reserved on " + where(numa_node) + " (" + pool + "/nr_hugepages is 0)";
     if (!hugetlbfs_mounted(root, page_kib))
         return "no hugetlbfs with " + size + " pages is mounted (e.g. mount -t hugetlbfs -o pagesize=" +
-               (page_kib % (1024 * 1024) == 0 ? std::to_string(page_kib >> 20) + "G" : std::to_string(page_kib >> 10) + "M") +
+               (page_kib % (1024 * 1024) == 0 ? std::to_string(page_kib >> 20) + "G"
+                                              : std::to_string(page_kib >> 10) + "M") +
                " none /dev/hugepages" + (page_kib % (1024 * 1024) == 0 ? "1G" : "") + ")";
     return "";
 }
 
-MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mode, int64_t page_kib,
-                                    int numa_node, int64_t memory_mib) {
+MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mode, int64_t page_kib, int numa_node,
+                                    int64_t memory_mib) {
     check_hugepage_mode(mode);
     MemoryBacking b;
     b.memory_mib = memory_mib;
@@ -130,8 +134,8 @@ MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mo
                 std::string pool = hugepage_pool_dir(root, page_kib, numa_node);
                 int64_t free_pages = read_count(root, pool + "/free_hugepages");
                 if (free_pages < pages)
-                    problem = where(numa_node) + " has " + std::to_string(free_pages < 0 ? 0 : free_pages) +
-                              " free " + size + " hugepages and the guest needs " + std::to_string(pages) + " (" +
+                    problem = where(numa_node) + " has " + std::to_string(free_pages < 0 ? 0 : free_pages) + " free " +
+                              size + " hugepages and the guest needs " + std::to_string(pages) + " (" +
                               std::to_string(pages * page_kib / 1024) + " MiB)";
             }
         } catch (const Error& e) {  // an unreadable sysfs file: not counted, so not enough
@@ -147,8 +151,7 @@ MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mo
                  (b.memory_mib != memory_mib ? ", rounded down from " + std::to_string(memory_mib) + " MiB" : "") + ")";
         return b;
     }
-    if (mode == "required")
-        SVM_THROW("hugepages are required by the node configuration, but " + problem);
+    if (mode == "required") SVM_THROW("hugepages are required by the node configuration, but " + problem);
     b.note = "normal pages: " + problem;
     return b;
 }

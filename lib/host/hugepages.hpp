@@ -36,17 +36,17 @@ bool hugetlbfs_mounted(const SysfsRoot& root, int64_t page_kib);
 std::string hugepage_setup_problem(const SysfsRoot& root, int64_t page_kib, int numa_node);
 
 struct MemoryBacking {
-    int64_t page_kib = 0;     // 0 = normal pages
-    int64_t memory_mib = 0;   // the guest's memory (whole hugepages when page_kib > 0)
-    int64_t pages = 0;        // hugepages the guest takes
-    std::string note;         // one line for the log and guest.json
+    int64_t page_kib = 0;    // 0 = normal pages
+    int64_t memory_mib = 0;  // the guest's memory (whole hugepages when page_kib > 0)
+    int64_t pages = 0;       // hugepages the guest takes
+    std::string note;        // one line for the log and guest.json
 };
 
 // Decides the backing of a guest of memory_mib: with mode "required" and the
 // node unable to back it, throws svm::Error with one sentence naming what is
 // missing (free pages on which NUMA node, page size, mount).
-MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mode, int64_t page_kib,
-                                    int numa_node, int64_t memory_mib);
+MemoryBacking choose_memory_backing(const SysfsRoot& root, const std::string& mode, int64_t page_kib, int numa_node,
+                                    int64_t memory_mib);
 
 // "2048 KiB", "1 GiB"
 std::string page_size_text(int64_t page_kib);

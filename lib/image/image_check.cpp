@@ -25,9 +25,7 @@ namespace {
 constexpr int kRefused = 3;  // exit code of the user-side opener for a refusal (message on out_fd)
 constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 
-std::string user_name(const Credentials& c) {
-    return c.user.empty() ? "uid " + std::to_string(c.uid) : c.user;
-}
+std::string user_name(const Credentials& c) { return c.user.empty() ? "uid " + std::to_string(c.uid) : c.user; }
 
 // One sentence for a file that is not a regular file; empty when it is.
 std::string not_regular(const std::string& shown, mode_t mode) {
@@ -43,18 +41,20 @@ std::string not_regular(const std::string& shown, mode_t mode) {
 // One sentence for an errno from stat/open of the path as `who`.
 std::string open_failure(const std::string& path, const std::string& who, int err) {
     switch (err) {
-        case ENOENT:
-            return path + " does not exist for user " + who + "; check the path";
-        case ENOTDIR:
-            return path + " does not exist for user " + who + " (a component of the path is not a directory); check the path";
-        case EACCES:
-        case EPERM:
-            return path + " is not readable by user " + who + " (" + std::strerror(err) +
-                   "); make it and its directories readable by that user";
-        case ELOOP:
-            return path + " cannot be opened by user " + who + " (" + std::strerror(err) + "); point to the image file itself";
-        default:
-            return path + " cannot be opened by user " + who + " (" + std::strerror(err) + "); check the path and its file system";
+    case ENOENT: return path + " does not exist for user " + who + "; check the path";
+    case ENOTDIR:
+        return path + " does not exist for user " + who +
+               " (a component of the path is not a directory); check the path";
+    case EACCES:
+    case EPERM:
+        return path + " is not readable by user " + who + " (" + std::strerror(err) +
+               "); make it and its directories readable by that user";
+    case ELOOP:
+        return path + " cannot be opened by user " + who + " (" + std::strerror(err) +
+               "); point to the image file itself";
+    default:
+        return path + " cannot be opened by user " + who + " (" + std::strerror(err) +
+               "); check the path and its file system";
     }
 }
 
@@ -163,8 +163,8 @@ std::string first_line(const std::string& s) {
     return printable(t, 300);
 }
 
-ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy,
-                     const std::optional<Credentials>& as, std::string real) {
+ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy, const std::optional<Credentials>& as,
+                     std::string real) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat " + shown);
     std::string bad = not_regular(shown, st.st_mode);
@@ -182,19 +182,21 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
         SVM_THROW(shown + " is not a disk image (a raw image is a whole number of 512-byte sectors, this file has " +
                   std::to_string(hdr.file_size) + " bytes); give a qcow2 or raw disk image");
     if (hdr.virtual_size > policy.max_virtual_size)
-        SVM_THROW(shown + " has a virtual size of " + format_size(hdr.virtual_size) + ", which exceeds this site's limit of " +
-                  format_size(policy.max_virtual_size) + "; use a smaller image");
+        SVM_THROW(shown + " has a virtual size of " + format_size(hdr.virtual_size) +
+                  ", which exceeds this site's limit of " + format_size(policy.max_virtual_size) +
+                  "; use a smaller image");
 
     QemuImgInfo q = qemu_img_info(fd, hdr.format, shown, policy, as);
     if (!q.backing_filename.empty() || !q.full_backing_filename.empty())
-        SVM_THROW(shown + " has a backing file (" + printable(q.backing_filename.empty() ? q.full_backing_filename
-                                                                                       : q.backing_filename) +
+        SVM_THROW(shown + " has a backing file (" +
+                  printable(q.backing_filename.empty() ? q.full_backing_filename : q.backing_filename) +
                   ") according to qemu-img; flatten it with 'qemu-img convert -O qcow2 IN OUT'");
     if (!q.data_file.empty())
         SVM_THROW(shown + " has an external data file (" + printable(q.data_file) +
                   ") according to qemu-img; rewrite it as a single file with 'qemu-img convert -O qcow2 IN OUT'");
     if (q.encrypted)
-        SVM_THROW(shown + " uses qcow2 encryption, which is not supported; write a decrypted copy with 'qemu-img convert'");
+        SVM_THROW(shown +
+                  " uses qcow2 encryption, which is not supported; write a decrypted copy with 'qemu-img convert'");
     if (q.format != format_name(hdr.format) || q.virtual_size != hdr.virtual_size)
         SVM_THROW(shown + " reads as " + printable(q.format) + " of " + std::to_string(q.virtual_size) +
                   " bytes to qemu-img but as " + format_name(hdr.format) + " of " + std::to_string(hdr.virtual_size) +
@@ -285,7 +287,8 @@ QemuImgInfo qemu_img_info(int fd, ImageFormat format, const std::string& shown, 
         std::string why = first_line(r.err.empty() ? r.out : r.err);
         if (why.empty()) why = "exit status " + std::to_string(r.status);
         if (why.find("lock") != std::string::npos)
-            SVM_THROW(shown + " is in use by a program that writes to it (" + why + "); stop that program or use a copy");
+            SVM_THROW(shown + " is in use by a program that writes to it (" + why +
+                      "); stop that program or use a copy");
         SVM_THROW(shown + " cannot be read as " + fmt + " by qemu-img (" + why + "); check it with 'qemu-img check'");
     }
     QemuImgInfo q;
@@ -353,7 +356,8 @@ static UniqueFd receive_as_user(const std::string& path, const Credentials& user
                   "; check that its file system responds");
     if (r.status == kRefused) SVM_THROW(trim(r.out));
     if (r.status != 0)
-        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) + "): " + trim(r.err));
+        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) +
+                  "): " + trim(r.err));
     return receive_fd(mine.get(), real);
 }
 
@@ -376,7 +380,8 @@ UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
     if (identity_of(st) != checked)
-        SVM_THROW(path + " changed since the job started (it is not the file that was checked); leave the image "
+        SVM_THROW(path +
+                  " changed since the job started (it is not the file that was checked); leave the image "
                   "unchanged while the job runs, or give the job a copy");
     return fd;
 }
@@ -399,10 +404,10 @@ std::string image_digest(int fd) {
 std::string cached_image_digest(int fd, const std::string& cache_dir) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    std::string key = sha256_hex(std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " +
-                                 std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                                 std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ctim.tv_sec) +
-                                 "." + std::to_string(st.st_ctim.tv_nsec));
+    std::string key =
+        sha256_hex(std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) +
+                   " " + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+                   std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec));
     std::string entry = path_join(cache_dir, key.substr(0, 32));
     std::string cached;
     try {
@@ -436,8 +441,7 @@ std::string format_size(uint64_t bytes) {
     char b[64];
     if (bytes % unit == 0)
         std::snprintf(b, sizeof b, "%llu %s", static_cast<unsigned long long>(bytes / unit), units[u]);
-    else
-        std::snprintf(b, sizeof b, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(unit), units[u]);
+    else std::snprintf(b, sizeof b, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(unit), units[u]);
     return b;
 }
 

@@ -23,12 +23,12 @@
 namespace svm {
 
 struct ImagePolicy {
-    uint64_t max_virtual_size = uint64_t(1) << 40;  // 1 TiB
-    std::vector<std::string> allowed_dirs;          // canonical paths; empty = any
-    int qemu_img_timeout_ms = 30000;                // also the limit for the user-side open
-    unsigned long qemu_img_cpu_s = 10;              // RLIMIT_CPU of qemu-img
+    uint64_t max_virtual_size = uint64_t(1) << 40;        // 1 TiB
+    std::vector<std::string> allowed_dirs;                // canonical paths; empty = any
+    int qemu_img_timeout_ms = 30000;                      // also the limit for the user-side open
+    unsigned long qemu_img_cpu_s = 10;                    // RLIMIT_CPU of qemu-img
     unsigned long qemu_img_as_bytes = uint64_t(1) << 30;  // RLIMIT_AS of qemu-img (it needs ~200 MiB)
-    std::string qemu_img = "qemu-img";              // program (looked up in a minimal PATH)
+    std::string qemu_img = "qemu-img";                    // program (looked up in a minimal PATH)
 };
 
 // What was checked: a later fstat of the same fd must give the same identity.
@@ -39,8 +39,7 @@ struct FileIdentity {
     long mtime_nsec = 0;
     uint64_t size = 0;
     bool operator==(const FileIdentity& o) const {
-        return dev == o.dev && ino == o.ino && mtime_sec == o.mtime_sec && mtime_nsec == o.mtime_nsec &&
-               size == o.size;
+        return dev == o.dev && ino == o.ino && mtime_sec == o.mtime_sec && mtime_nsec == o.mtime_nsec && size == o.size;
     }
     bool operator!=(const FileIdentity& o) const { return !(*this == o); }
 };
@@ -48,11 +47,11 @@ FileIdentity identity_of(const struct stat& st);
 
 struct ImageInfo {
     ImageFormat format = ImageFormat::raw;  // qcow2 or raw once accepted
-    uint64_t virtual_size = 0;               // bytes the guest sees
-    uint64_t file_size = 0;                  // st_size
-    uint64_t allocated_size = 0;             // st_blocks * 512
+    uint64_t virtual_size = 0;              // bytes the guest sees
+    uint64_t file_size = 0;                 // st_size
+    uint64_t allocated_size = 0;            // st_blocks * 512
     FileIdentity identity;
-    std::string real_path;                   // where the checked fd points
+    std::string real_path;  // where the checked fd points
 };
 
 struct CheckedImage {
@@ -90,7 +89,7 @@ struct QemuImgInfo {
     std::string full_backing_filename;  // "full-backing-filename"
     std::string data_file;              // "format-specific"."data"."data-file"
     bool encrypted = false;
-    std::string json;                   // the raw output
+    std::string json;  // the raw output
 };
 // Runs `qemu-img info --output=json -f FORMAT /dev/fd/N` with the policy's
 // limits, as `as` when given; throws a one-sentence svm::Error naming

@@ -60,8 +60,8 @@ bool vmdk_descriptor_probe(const uint8_t* buf, size_t size) {
             p++;
             continue;
         }
-        for (const char* v : {"version=1\n", "version=2\n", "version=3\n", "version=1\r\n", "version=2\r\n",
-                              "version=3\r\n"}) {
+        for (const char* v :
+             {"version=1\n", "version=2\n", "version=3\n", "version=1\r\n", "version=2\r\n", "version=3\r\n"}) {
             size_t n = std::strlen(v);
             if (static_cast<size_t>(end - p) >= n && std::strncmp(v, p, n) == 0) return true;
         }
@@ -70,8 +70,7 @@ bool vmdk_descriptor_probe(const uint8_t* buf, size_t size) {
     return false;
 }
 
-const char kCloopMagic[] =
-    "#!/bin/sh\n#V2.0 Format\nmodprobe cloop file=$0 && mount -r -t iso9660 /dev/cloop $1\n";
+const char kCloopMagic[] = "#!/bin/sh\n#V2.0 Format\nmodprobe cloop file=$0 && mount -r -t iso9660 /dev/cloop $1\n";
 
 std::string hex64(uint64_t v) {
     char b[32];
@@ -89,7 +88,8 @@ void inspect_qcow2(int fd, ImageHeaderInfo& info) {
     q.version = be32(h + 4);
     if (q.version > 3) {
         add(info, ProblemKind::unsupported_version,
-            "uses qcow2 version " + std::to_string(q.version) + ", which is not supported; rewrite it with " + kConvert);
+            "uses qcow2 version " + std::to_string(q.version) + ", which is not supported; rewrite it with " +
+                kConvert);
         return;
     }
     const size_t fixed = q.version == 2 ? 72 : 104;
@@ -171,8 +171,7 @@ void inspect_qcow2(int fd, ImageHeaderInfo& info) {
 
     if (q.backing_file_offset != 0) {
         std::string name = q.backing_file.empty() ? std::string("name unreadable") : printable(q.backing_file);
-        add(info, ProblemKind::backing_file,
-            "has a backing file (" + name + "); flatten it with " + kConvert);
+        add(info, ProblemKind::backing_file, "has a backing file (" + name + "); flatten it with " + kConvert);
     } else if (!q.backing_format.empty()) {
         add(info, ProblemKind::backing_format,
             "names a backing format (" + printable(q.backing_format) +
@@ -210,7 +209,8 @@ void inspect_qcow2(int fd, ImageHeaderInfo& info) {
     }
     if (need == UINT64_MAX) {
         add(info, ProblemKind::bad_header,
-            "has an invalid qcow2 header (table offset beyond any file size); rewrite it with " + std::string(kConvert));
+            "has an invalid qcow2 header (table offset beyond any file size); rewrite it with " +
+                std::string(kConvert));
     } else if (need > size) {
         add(info, ProblemKind::truncated,
             "is truncated (its qcow2 tables need " + std::to_string(need) + " bytes, the file has " +
@@ -222,19 +222,19 @@ void inspect_qcow2(int fd, ImageHeaderInfo& info) {
 
 const char* format_name(ImageFormat f) {
     switch (f) {
-        case ImageFormat::raw: return "raw";
-        case ImageFormat::qcow2: return "qcow2";
-        case ImageFormat::qcow: return "qcow";
-        case ImageFormat::qed: return "qed";
-        case ImageFormat::vmdk: return "vmdk";
-        case ImageFormat::vdi: return "vdi";
-        case ImageFormat::vhdx: return "vhdx";
-        case ImageFormat::vpc: return "vpc";
-        case ImageFormat::luks: return "luks";
-        case ImageFormat::bochs: return "bochs";
-        case ImageFormat::cloop: return "cloop";
-        case ImageFormat::dmg: return "dmg";
-        case ImageFormat::parallels: return "parallels";
+    case ImageFormat::raw: return "raw";
+    case ImageFormat::qcow2: return "qcow2";
+    case ImageFormat::qcow: return "qcow";
+    case ImageFormat::qed: return "qed";
+    case ImageFormat::vmdk: return "vmdk";
+    case ImageFormat::vdi: return "vdi";
+    case ImageFormat::vhdx: return "vhdx";
+    case ImageFormat::vpc: return "vpc";
+    case ImageFormat::luks: return "luks";
+    case ImageFormat::bochs: return "bochs";
+    case ImageFormat::cloop: return "cloop";
+    case ImageFormat::dmg: return "dmg";
+    case ImageFormat::parallels: return "parallels";
     }
     return "unknown";
 }
@@ -247,7 +247,7 @@ std::vector<ImageFormat> probe_formats(const uint8_t* b) {
         if (v == 1) out.push_back(ImageFormat::qcow);
         if (v >= 2) out.push_back(ImageFormat::qcow2);
     }
-    if (le32(b) == 0x00444551) out.push_back(ImageFormat::qed);  // "QED\0"
+    if (le32(b) == 0x00444551) out.push_back(ImageFormat::qed);                              // "QED\0"
     if (magic == 0x4b444d56 || magic == 0x434f5744 || vmdk_descriptor_probe(b, kProbeSize))  // "KDMV", "COWD"
         out.push_back(ImageFormat::vmdk);
     if (le32(b + 0x40) == 0xbeda107f) out.push_back(ImageFormat::vdi);

@@ -75,9 +75,9 @@ struct Qcow2Header {
     uint64_t incompatible_features = 0;
     uint64_t backing_file_offset = 0;
     uint32_t backing_file_size = 0;
-    std::string backing_file;     // as stored (may be unprintable; see printable())
-    std::string backing_format;   // from the 0xe2792aca extension
-    std::string data_file;        // from the 0x44415441 extension
+    std::string backing_file;    // as stored (may be unprintable; see printable())
+    std::string backing_format;  // from the 0xe2792aca extension
+    std::string data_file;       // from the 0x44415441 extension
     bool has_data_file_ext = false;
     bool has_encryption_ext = false;
     uint32_t nb_snapshots = 0;
@@ -86,11 +86,11 @@ struct Qcow2Header {
 
 struct ImageHeaderInfo {
     ImageFormat format = ImageFormat::raw;
-    uint64_t virtual_size = 0;   // as QEMU will report it (raw: size rounded up to 512)
+    uint64_t virtual_size = 0;  // as QEMU will report it (raw: size rounded up to 512)
     uint64_t file_size = 0;
     std::vector<ImageFormat> claimed_by;  // every format whose signature matched
-    Qcow2Header qcow2;                     // filled when format is qcow2
-    std::vector<ImageProblem> problems;    // empty = nothing wrong with the header
+    Qcow2Header qcow2;                    // filled when format is qcow2
+    std::vector<ImageProblem> problems;   // empty = nothing wrong with the header
     bool ok() const { return problems.empty(); }
 };
 

@@ -29,9 +29,7 @@ std::string expand_node(const std::string& s, const std::string& node_name) {
     return out;
 }
 
-std::string NodeConfig::job_dir(uint32_t job_id) const {
-    return path_join(state_dir, "job_" + std::to_string(job_id));
-}
+std::string NodeConfig::job_dir(uint32_t job_id) const { return path_join(state_dir, "job_" + std::to_string(job_id)); }
 gid_t NodeConfig::job_gid(uint32_t job_id) const {
     if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
     return static_cast<gid_t>(job_gid_base + job_id);
@@ -112,7 +110,8 @@ static NetworkConfig parse_network(const json_t* n, const std::string& node_name
     if (!json_is_object(n)) SVM_THROW("\"network\" must be an object");
     for (const char* gone : {"bridge", "gateway", "isolate_jobs"})
         if (json_object_get(n, gone))
-            SVM_THROW(std::string("network.") + gone + " is gone: every job gets a network segment of its own "
+            SVM_THROW(std::string("network.") + gone +
+                      " is gone: every job gets a network segment of its own "
                       "(network.prefix, network.underlay; see the README)");
     reject_unknown(n, config_keys("network"), "network");
     NetworkConfig net;
@@ -181,8 +180,9 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         if (auto v = json_get_string(root.get(), "secret_file")) c.secret_file = *v;
         if (auto v = json_get_int(root.get(), "job_gid_base")) {
             if (*v < 1000 || *v + kMaxJobGidSpan > 0x7fffffffLL)
-                SVM_THROW("\"job_gid_base\" must be at least 1000 and leave room for every job id below 2^31 (at most " +
-                          std::to_string(0x7fffffffLL - kMaxJobGidSpan) + ")");
+                SVM_THROW(
+                    "\"job_gid_base\" must be at least 1000 and leave room for every job id below 2^31 (at most " +
+                    std::to_string(0x7fffffffLL - kMaxJobGidSpan) + ")");
             c.job_gid_base = static_cast<uint32_t>(*v);
         }
         if (auto v = json_get_string(root.get(), "kvm_device")) c.kvm_device = *v;
@@ -201,9 +201,11 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         check_hugepage_mode(c.hugepages);
         if (auto v = json_get_int(root.get(), "hugepage_size_kib")) c.hugepage_size_kib = *v;
         if (c.hugepage_size_kib < 0 ||
-            (c.hugepage_size_kib != 0 && (c.hugepage_size_kib < 64 || (c.hugepage_size_kib & (c.hugepage_size_kib - 1)))))
-            SVM_THROW("\"hugepage_size_kib\" must be a hugepage size in KiB (2048 or 1048576 on x86), or 0 for the "
-                      "kernel's default");
+            (c.hugepage_size_kib != 0 &&
+             (c.hugepage_size_kib < 64 || (c.hugepage_size_kib & (c.hugepage_size_kib - 1)))))
+            SVM_THROW(
+                "\"hugepage_size_kib\" must be a hugepage size in KiB (2048 or 1048576 on x86), or 0 for the "
+                "kernel's default");
         if (auto v = json_get_string(root.get(), "irq_profile")) c.irq_profile = *v;
         require_irq_profile(c.irq_profile, "\"irq_profile\"");
         c.allowed_image_dirs = json_get_string_array(root.get(), "allowed_image_dirs");
@@ -236,7 +238,8 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             if (auto v = json_get_int(o, "timeout_s")) c.oci.timeout_s = static_cast<int>(*v);
             if (c.oci.timeout_s < 10) SVM_THROW("oci.timeout_s must be at least 10");
             if (c.oci.skopeo.empty() || c.oci.skopeo[0] != '/') SVM_THROW("oci.skopeo must be an absolute path");
-            if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/') SVM_THROW("oci.cache_dir must be an absolute path");
+            if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/')
+                SVM_THROW("oci.cache_dir must be an absolute path");
         }
         c.site = parse_site_catalogue(json_object_get(root.get(), "images"), json_object_get(root.get(), "partitions"));
         // The schema in etc/ states the same rules for admins and editors;

@@ -21,8 +21,8 @@ struct NetworkConfig {
     // Each job gets a segment of its own (lib/host/guest_net.hpp): a namespace per
     // job and node with a bridge and a VXLAN device whose peers are the job's
     // other nodes. Empty prefix = no guest network.
-    std::string prefix;    // IPv4 /16 of every job's segment, e.g. "10.213.0.0/16"
-    std::string netns;     // namespace of the node's underlay (VXLAN sockets); "" = the host's; %n expands
+    std::string prefix;  // IPv4 /16 of every job's segment, e.g. "10.213.0.0/16"
+    std::string netns;   // namespace of the node's underlay (VXLAN sockets); "" = the host's; %n expands
     // Every node's underlay address: a name template resolved with the
     // system resolver ("%n", "%n-mgmt", or an address), or an explicit map.
     std::string underlay = "%n";
@@ -37,11 +37,11 @@ struct NetworkConfig {
 };
 
 struct NodeConfig {
-    std::string path;              // file it was read from
-    std::string node_name;         // this node (for %n)
+    std::string path;       // file it was read from
+    std::string node_name;  // this node (for %n)
     std::string state_dir = "/run/slurm-vm";
     std::string libexec_dir = SVM_LIBEXECDIR;
-    std::string domain_type = "kvm";   // "kvm" in production, "qemu" (TCG) where KVM is absent
+    std::string domain_type = "kvm";  // "kvm" in production, "qemu" (TCG) where KVM is absent
     std::string emulator = "/usr/bin/qemu-system-x86_64";
     std::string qemu_img = "/usr/bin/qemu-img";
     // Each job's guest (QEMU) runs with a group of its own: job_gid_base +
@@ -59,7 +59,7 @@ struct NodeConfig {
     int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
     int64_t min_guest_memory_mib = 256;
     int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
-    std::string sysfs_root = "/";  // tests point it at a fake tree
+    std::string sysfs_root = "/";             // tests point it at a fake tree
     // Guest memory on hugepages (hugepages.hpp): "off", "auto" (when the
     // guest's NUMA node has enough free ones) or "required"; page size in KiB,
     // 0 = the kernel's default hugepage size.
@@ -94,7 +94,7 @@ struct NodeConfig {
     // kernels have no 9p) or "9p" (no daemon, guest memory not shared).
     std::string shares_via = "virtiofs";
     std::string virtiofsd;  // its path; empty: the first of the usual places
-    Json devices;                  // the "devices" object (device layer), may be null
+    Json devices;           // the "devices" object (device layer), may be null
     // The site's images (--vm-image=NAME) and the partitions that run jobs in
     // a VM by default or always ("images", "partitions"; site_catalogue.hpp).
     SiteCatalogue site;
@@ -109,7 +109,7 @@ struct NodeConfig {
     std::string ledger_dir() const;
     std::string job_overlay_dir(uint32_t job_id) const;  // <overlay_dir>/job_<id>
     std::string ledger_path(uint32_t job_id) const;
-    std::string lease_dir() const;   // IP leases, shared by all nodes of one host
+    std::string lease_dir() const;    // IP leases, shared by all nodes of one host
     std::string job_log_dir() const;  // <log_dir>/<node>
 };
 

@@ -8,11 +8,11 @@
 #include <algorithm>
 
 #include "device_plan.hpp"
-#include "virtiofs.hpp"
 #include "fs.hpp"
 #include "iommu_group.hpp"
 #include "pci_device.hpp"
 #include "proc.hpp"
+#include "virtiofs.hpp"
 
 namespace svm {
 
@@ -63,10 +63,11 @@ std::vector<CheckResult> check_slurm_config(const std::string& t, const std::str
                       : CheckResult{"slurm-proctrack", CheckStatus::fail, "ProctrackType=" + pt,
                                     "set ProctrackType=proctrack/cgroup so the guest is killed with its job"});
     std::string tp = slurm_config_value(t, "TaskPlugin");
-    out.push_back(tp.find("task/cgroup") != std::string::npos
-                      ? CheckResult{"slurm-taskplugin", CheckStatus::ok, tp, ""}
-                      : CheckResult{"slurm-taskplugin", CheckStatus::warn, "TaskPlugin=" + tp,
-                                    "add task/cgroup to TaskPlugin so the guest is confined to the job's CPUs and memory"});
+    out.push_back(
+        tp.find("task/cgroup") != std::string::npos
+            ? CheckResult{"slurm-taskplugin", CheckStatus::ok, tp, ""}
+            : CheckResult{"slurm-taskplugin", CheckStatus::warn, "TaskPlugin=" + tp,
+                          "add task/cgroup to TaskPlugin so the guest is confined to the job's CPUs and memory"});
     for (const char* k : {"Prolog", "Epilog"}) {
         std::string v = slurm_config_value(t, k);
         std::string name = std::string("slurm-") + (k[0] == 'P' ? "prolog" : "epilog");
@@ -74,8 +75,7 @@ std::vector<CheckResult> check_slurm_config(const std::string& t, const std::str
             out.push_back({name, CheckStatus::fail, std::string(k) + " is not set",
                            std::string("set ") + k + "=/usr/sbin/slurm-vm-" + (k[0] == 'P' ? "prolog" : "epilog") +
                                " (or a script that runs it) in slurm.conf"});
-        else
-            out.push_back({name, CheckStatus::ok, std::string(k) + "=" + v, ""});
+        else out.push_back({name, CheckStatus::ok, std::string(k) + "=" + v, ""});
     }
     if (plugstack.find("slurm-vm.so") != std::string::npos)
         out.push_back({"slurm-plugstack", CheckStatus::ok, "the slurm-vm plugin is in the plugin stack", ""});
@@ -97,8 +97,9 @@ CheckResult check_slurm_release(const std::string& t, const std::string& built) 
     return {"slurm-release", CheckStatus::fail,
             "Slurm " + running + " runs here, but slurm-vm was built against Slurm " + built +
                 ": Slurm refuses to load the plugin (\"Incompatible plugin version\")",
-            "install the slurm-vm package built against Slurm " + release + " (rebuild it where that Slurm's "
-            "libslurm-dev is installed)"};
+            "install the slurm-vm package built against Slurm " + release +
+                " (rebuild it where that Slurm's "
+                "libslurm-dev is installed)"};
 }
 
 namespace {
@@ -114,11 +115,12 @@ std::vector<CheckResult> check_iommu(const SysfsRoot& root, const IommuState& st
                              "IOMMU on (" + std::to_string(st.group_count) + " groups" +
                                  (st.vendor.empty() ? "" : ", " + st.vendor) + ")"));
     } else {
-        out.push_back(result("iommu", CheckStatus::fail,
-                             "IOMMU off: " + root.iommu_groups_dir() + " is empty or missing" +
-                                 (st.cmdline_requests_iommu ? " although the kernel command line asks for it"
-                                                            : "; the kernel command line has no intel_iommu=on/amd_iommu=on"),
-                             iommu_fix_hint(st)));
+        out.push_back(
+            result("iommu", CheckStatus::fail,
+                   "IOMMU off: " + root.iommu_groups_dir() + " is empty or missing" +
+                       (st.cmdline_requests_iommu ? " although the kernel command line asks for it"
+                                                  : "; the kernel command line has no intel_iommu=on/amd_iommu=on"),
+                   iommu_fix_hint(st)));
     }
     return out;
 }
@@ -130,22 +132,23 @@ std::vector<CheckResult> check_interrupts(const SysfsRoot& root, const IommuStat
     if (st.interrupt_remapping == Tristate::yes) {
         out.push_back(result("interrupt-remapping", CheckStatus::ok, "interrupt remapping on"));
     } else if (st.interrupt_remapping == Tristate::no) {
-        out.push_back(result("interrupt-remapping", allowed ? CheckStatus::warn : CheckStatus::fail,
-                             "interrupt remapping off (no IR- domains in " + root.proc("interrupts") +
-                                 ", or intremap=off on the command line)" + (allowed ? "; accepted by site policy" : ""),
-                             "enable x2APIC and interrupt remapping in the firmware and drop intremap=off/nointremap, " +
-                                 policy_fix));
+        out.push_back(result(
+            "interrupt-remapping", allowed ? CheckStatus::warn : CheckStatus::fail,
+            "interrupt remapping off (no IR- domains in " + root.proc("interrupts") +
+                ", or intremap=off on the command line)" + (allowed ? "; accepted by site policy" : ""),
+            "enable x2APIC and interrupt remapping in the firmware and drop intremap=off/nointremap, " + policy_fix));
     } else {
-        out.push_back(result("interrupt-remapping", CheckStatus::warn,
-                             "cannot tell whether interrupt remapping is on (" + root.proc("interrupts") + " unreadable)",
-                             "check dmesg for 'Enabled IRQ remapping'"));
+        out.push_back(
+            result("interrupt-remapping", CheckStatus::warn,
+                   "cannot tell whether interrupt remapping is on (" + root.proc("interrupts") + " unreadable)",
+                   "check dmesg for 'Enabled IRQ remapping'"));
     }
     if (st.allow_unsafe_interrupts) {
-        out.push_back(result("unsafe-interrupts", allowed ? CheckStatus::warn : CheckStatus::fail,
-                             "vfio_iommu_type1 allow_unsafe_interrupts=Y (" +
-                                 root.module_param("vfio_iommu_type1", "allow_unsafe_interrupts") + ")",
-                             "remove 'options vfio_iommu_type1 allow_unsafe_interrupts=1' from /etc/modprobe.d, " +
-                                 policy_fix));
+        out.push_back(
+            result("unsafe-interrupts", allowed ? CheckStatus::warn : CheckStatus::fail,
+                   "vfio_iommu_type1 allow_unsafe_interrupts=Y (" +
+                       root.module_param("vfio_iommu_type1", "allow_unsafe_interrupts") + ")",
+                   "remove 'options vfio_iommu_type1 allow_unsafe_interrupts=1' from /etc/modprobe.d, " + policy_fix));
     }
     return out;
 }
@@ -153,7 +156,8 @@ std::vector<CheckResult> check_interrupts(const SysfsRoot& root, const IommuStat
 std::vector<CheckResult> check_vfio(const SysfsRoot& root, const IommuState& st) {
     if (st.vfio_pci_available)
         return {result("vfio-pci", CheckStatus::ok, "vfio-pci registered (" + root.pci_driver("vfio-pci") + ")")};
-    return {result("vfio-pci", CheckStatus::fail, "vfio-pci is not loaded (" + root.pci_driver("vfio-pci") + " missing)",
+    return {result("vfio-pci", CheckStatus::fail,
+                   "vfio-pci is not loaded (" + root.pci_driver("vfio-pci") + " missing)",
                    "modprobe vfio-pci, and load it at boot: echo vfio-pci > /etc/modules-load.d/vfio-pci.conf")};
 }
 
@@ -198,7 +202,8 @@ std::vector<CheckResult> check_gpus(const SysfsRoot& root, const DeviceConfig* c
 std::vector<CheckResult> check_vfs(const SysfsRoot& root, const DeviceConfig* cfg) {
     std::vector<CheckResult> out;
     if (!cfg || cfg->vf_providers.empty()) {
-        out.push_back(result("vfs", CheckStatus::warn, "no VF providers configured (devices.vf_providers): jobs get no InfiniBand VF",
+        out.push_back(result("vfs", CheckStatus::warn,
+                             "no VF providers configured (devices.vf_providers): jobs get no InfiniBand VF",
                              "list the HCA physical functions in devices.vf_providers"));
         return out;
     }
@@ -208,8 +213,10 @@ std::vector<CheckResult> check_vfs(const SysfsRoot& root, const DeviceConfig* cf
             PciDevice d = read_pci_device(root, p.pci);
             std::string numvfs = root.pci_attr(p.pci, "sriov_numvfs");
             if (!d.sriov_capable) {
-                out.push_back(result(name, CheckStatus::fail, "not SR-IOV capable (" + root.pci_attr(p.pci, "sriov_totalvfs") + " missing)",
-                                     "enable SR-IOV in the firmware and in the HCA (mlxconfig SRIOV_EN=1 NUM_OF_VFS=N)"));
+                out.push_back(
+                    result(name, CheckStatus::fail,
+                           "not SR-IOV capable (" + root.pci_attr(p.pci, "sriov_totalvfs") + " missing)",
+                           "enable SR-IOV in the firmware and in the HCA (mlxconfig SRIOV_EN=1 NUM_OF_VFS=N)"));
             } else if (d.virtfns.empty()) {
                 out.push_back(result(name, CheckStatus::fail,
                                      "no VFs (sriov_numvfs is " + std::to_string(d.sriov_numvfs) + " of " +
@@ -238,7 +245,8 @@ std::vector<CheckResult> check_hugepages(const SysfsRoot& root) {
         detail += (detail.empty() ? "" : ", ") + h.substr(10) + ": " + std::to_string(n);
     }
     if (total_kb > 0)
-        return {result("hugepages", CheckStatus::ok, std::to_string(total_kb / 1024) + " MiB reserved (" + detail + ")")};
+        return {
+            result("hugepages", CheckStatus::ok, std::to_string(total_kb / 1024) + " MiB reserved (" + detail + ")")};
     return {result("hugepages", CheckStatus::warn,
                    "no hugepages reserved" + (detail.empty() ? std::string("") : " (" + detail + ")") +
                        "; guests use normal pages (slower DMA mapping, more TLB misses)",
@@ -273,32 +281,36 @@ bool skipped(const DoctorOptions& opts, const std::string& name) {
 
 std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
     if (net.prefix.empty())
-        return {result("network", CheckStatus::warn, "no guest network configured (network.prefix): guests are unreachable",
+        return {result("network", CheckStatus::warn,
+                       "no guest network configured (network.prefix): guests are unreachable",
                        "set network.prefix (and network.underlay) in the node configuration")};
     RunOptions o;
     o.timeout_ms = 20000;
     o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     std::vector<CheckResult> out;
     if (!net.netns.empty() && !path_exists("/run/netns/" + net.netns))
-        out.push_back(result("network underlay", CheckStatus::fail, "underlay network namespace " + net.netns + " not found",
-                             "create it (ip netns add " + net.netns + ") with the node's underlay address, or leave "
-                             "network.netns unset to use the host's"));
+        out.push_back(result("network underlay", CheckStatus::fail,
+                             "underlay network namespace " + net.netns + " not found",
+                             "create it (ip netns add " + net.netns +
+                                 ") with the node's underlay address, or leave "
+                                 "network.netns unset to use the host's"));
     else
         out.push_back(result("network underlay", CheckStatus::ok,
-                             "VXLAN sockets in " + (net.netns.empty() ? std::string("the host's namespace") : net.netns) +
-                                 ", UDP port " + std::to_string(net.vxlan_port)));
+                             "VXLAN sockets in " +
+                                 (net.netns.empty() ? std::string("the host's namespace") : net.netns) + ", UDP port " +
+                                 std::to_string(net.vxlan_port)));
     RunResult n = run({"nft", "list", "tables", "bridge"}, o);
     if (!n.ok())
-        out.push_back(result("network guard", CheckStatus::fail, "nft cannot list bridge tables: " + trim(n.err + n.out),
+        out.push_back(result("network guard", CheckStatus::fail,
+                             "nft cannot list bridge tables: " + trim(n.err + n.out),
                              "install nftables (and the kernel's nf_tables bridge support): each guest's tap is "
                              "held to its own MAC and address with it"));
-    else
-        out.push_back(result("network guard", CheckStatus::ok, "nft works (bridge family)"));
+    else out.push_back(result("network guard", CheckStatus::ok, "nft works (bridge family)"));
     size_t segments = 0;
     for (const auto& e : list_dir("/run/netns"))
         if (e.rfind("svmj", 0) == 0) ++segments;
-    out.push_back(result("network segments", CheckStatus::ok,
-                         "jobs' segments on this node now: " + std::to_string(segments)));
+    out.push_back(
+        result("network segments", CheckStatus::ok, "jobs' segments on this node now: " + std::to_string(segments)));
     if (net.fabric == "ipoib")
         out.push_back(result("network fabric", CheckStatus::ok,
                              "jobs' traffic over IPoIB on their VFs, addresses from " + net.fabric_prefix +
@@ -309,16 +321,18 @@ std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
 std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg) {
     const std::string& dev = cfg.kvm_device;
     if (!path_exists(dev))
-        return {result("kvm", cfg.domain_type == "kvm" ? CheckStatus::fail : CheckStatus::ok,
-                       dev + " is absent" + (cfg.domain_type == "kvm" ? " but domain_type is \"kvm\"" : " (TCG guests)"),
-                       "load the kvm module (kvm_intel or kvm_amd), or set domain_type to \"qemu\"")};
+        return {
+            result("kvm", cfg.domain_type == "kvm" ? CheckStatus::fail : CheckStatus::ok,
+                   dev + " is absent" + (cfg.domain_type == "kvm" ? " but domain_type is \"kvm\"" : " (TCG guests)"),
+                   "load the kvm module (kvm_intel or kvm_amd), or set domain_type to \"qemu\"")};
     // Job id 0 is never a job: its group stands in for a job's.
     gid_t probe = cfg.job_gid(0);
     const uid_t nobody = 65534;
     if (accessible_rw_as(dev, nobody, probe))
-        return {result("kvm", CheckStatus::warn,
-                       dev + " is open to everyone: every job's guest can use it (and so can every user)",
-                       "make it 0660 root:kvm (the distribution's udev rule): slurm-vm gives each job's group its own access")};
+        return {result(
+            "kvm", CheckStatus::warn,
+            dev + " is open to everyone: every job's guest can use it (and so can every user)",
+            "make it 0660 root:kvm (the distribution's udev rule): slurm-vm gives each job's group its own access")};
     bool works = false;
     std::string why;
     try {
@@ -351,7 +365,8 @@ std::vector<CheckResult> check_shares(const NodeConfig& cfg) {
     try {
         return {result("shares", CheckStatus::ok, "over virtio-fs with " + find_virtiofsd(cfg.virtiofsd))};
     } catch (const Error& e) {
-        return {result("shares", CheckStatus::fail, e.reason(), "install virtiofsd or set \"virtiofsd\" in the node configuration")};
+        return {result("shares", CheckStatus::fail, e.reason(),
+                       "install virtiofsd or set \"virtiofsd\" in the node configuration")};
     }
 }
 
@@ -365,22 +380,26 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
         {"vfs", [&] { return check_vfs(root, cfg); }},
         {"hugepages", [&] { return check_hugepages(root); }},
         {"qemu", [&] { return check_qemu(opts); }},
-        {"kvm", [&] {
+        {"kvm",
+         [&] {
              return opts.kvm_check ? opts.kvm_check()
-                                   : std::vector<CheckResult>{result("kvm", CheckStatus::skip,
-                                                                     "no node configuration given (--config)")};
+                                   : std::vector<CheckResult>{
+                                         result("kvm", CheckStatus::skip, "no node configuration given (--config)")};
          }},
-        {"slurm", [&] {
+        {"slurm",
+         [&] {
              return opts.slurm_check ? opts.slurm_check()
-                                     : std::vector<CheckResult>{result("slurm", CheckStatus::skip,
-                                                                       "no Slurm check given (slurm_check)")};
+                                     : std::vector<CheckResult>{
+                                           result("slurm", CheckStatus::skip, "no Slurm check given (slurm_check)")};
          }},
-        {"shares", [&] {
+        {"shares",
+         [&] {
              return opts.shares_check ? opts.shares_check()
                                       : std::vector<CheckResult>{result("shares", CheckStatus::skip,
                                                                         "no node configuration given (--config)")};
          }},
-        {"network", [&] {
+        {"network",
+         [&] {
              return opts.network_check ? opts.network_check()
                                        : std::vector<CheckResult>{result("network", CheckStatus::skip,
                                                                          "no node configuration given (--config)")};
@@ -403,7 +422,8 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
 }
 
 bool doctor_failed(const std::vector<CheckResult>& results) {
-    return std::any_of(results.begin(), results.end(), [](const CheckResult& r) { return r.status == CheckStatus::fail; });
+    return std::any_of(results.begin(), results.end(),
+                       [](const CheckResult& r) { return r.status == CheckStatus::fail; });
 }
 
 Json doctor_to_json(const std::vector<CheckResult>& results) {

@@ -16,14 +16,14 @@ enum class CheckStatus { ok, warn, fail, skip };
 const char* check_status_str(CheckStatus s);  // "OK", "WARN", "FAIL", "SKIP"
 
 struct CheckResult {
-    std::string name;     // "iommu", "interrupt-remapping", "vfio-pci", "gpu 0000:3b:00.0", ...
+    std::string name;  // "iommu", "interrupt-remapping", "vfio-pci", "gpu 0000:3b:00.0", ...
     CheckStatus status = CheckStatus::ok;
     std::string message;  // what was found
     std::string fix;      // what to do (failures and warnings)
 };
 
 struct DoctorOptions {
-    std::vector<std::string> skip;        // check names (or their first word) not to run
+    std::vector<std::string> skip;  // check names (or their first word) not to run
     // Where to look for QEMU (host paths, not under the root).
     std::vector<std::string> qemu_binaries = {"/usr/bin/qemu-system-x86_64", "/usr/libexec/qemu-kvm",
                                               "/usr/bin/qemu-kvm"};

@@ -1,8 +1,8 @@
 #include "keeper.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -211,9 +211,9 @@ std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p, int
                       " yet: the first guest after a QEMU or libvirt upgrade on each CPU pays once)";
     if (path_exists(cfg.kvm_device) && !accessible_rw_as(cfg.kvm_device, p.uid, p.guest_gid))
         why += ": " + cfg.kvm_device + " is not readable and writable by the guest's identity (uid " +
-              std::to_string(p.uid) + ", gid " + std::to_string(p.guest_gid) +
-              "), so libvirt takes its cached capabilities (probed with KVM) as stale; does the file system of " +
-              cfg.kvm_device + " support ACLs? (slurm-vm doctor checks this)";
+               std::to_string(p.uid) + ", gid " + std::to_string(p.guest_gid) +
+               "), so libvirt takes its cached capabilities (probed with KVM) as stale; does the file system of " +
+               cfg.kvm_device + " support ACLs? (slurm-vm doctor checks this)";
     return "libvirt probed QEMU's capabilities again while creating the guest (seconds)" + why;
 }
 
@@ -347,7 +347,8 @@ bool cap_console(const std::string& path, int64_t max_bytes) {
     UniqueFd f(::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!f) SVM_THROW_ERRNO("open " + path);
     if (::ftruncate(f.get(), 0) != 0) SVM_THROW_ERRNO("truncate " + path);
-    std::string text = "[slurm-vm: console cut at " + std::to_string(st.st_size) + " bytes; its last 64 KiB follow]\n" + tail;
+    std::string text =
+        "[slurm-vm: console cut at " + std::to_string(st.st_size) + " bytes; its last 64 KiB follow]\n" + tail;
     if (::write(f.get(), text.data(), text.size()) < 0) SVM_THROW_ERRNO("write " + path);
     return true;
 }

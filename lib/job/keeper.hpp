@@ -20,7 +20,7 @@ struct KeeperOptions {
     std::string config_path;
     std::string node;
     uint32_t job_id = 0;
-    pid_t join_cgroup_of = 0;   // a process of the job's extern step
+    pid_t join_cgroup_of = 0;  // a process of the job's extern step
     // Called once the plan is read, in the host's network namespace, before
     // anything else (the VM record's relay starts there).
     std::function<void(const JobPlan&)> on_start;

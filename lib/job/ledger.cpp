@@ -3,8 +3,8 @@
 #include <time.h>
 
 #include "error.hpp"
-#include "log.hpp"
 #include "fs.hpp"
+#include "log.hpp"
 
 namespace svm {
 

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "cgroup.hpp"
 #include "dev_acl.hpp"
@@ -109,7 +109,8 @@ void check_share(const std::string& dir, const Credentials& who, const NodeConfi
         },
         20000);
     if (!r.ok())
-        SVM_REFUSE(dir + " cannot be opened by user " + who.user + ", so it cannot be shown in the guest; submit "
+        SVM_REFUSE(dir + " cannot be opened by user " + who.user +
+                   ", so it cannot be shown in the guest; submit "
                    "from a directory of yours");
     auto nl = r.out.find('\n');
     std::string owner = r.out.substr(0, nl), real = nl == std::string::npos ? "" : r.out.substr(nl + 1);
@@ -120,7 +121,8 @@ void check_share(const std::string& dir, const Credentials& who, const NodeConfi
         SVM_REFUSE(dir + " is or holds one of slurm-vm's own directories (" + real +
                    "); submit from a directory of yours");
     if (owner != std::to_string(who.uid))
-        SVM_REFUSE(dir + " is not yours (it belongs to uid " + owner + "): slurm-vm shows the guest only directories "
+        SVM_REFUSE(dir + " is not yours (it belongs to uid " + owner +
+                   "): slurm-vm shows the guest only directories "
                    "you own; submit from one of yours");
     if (!cfg.share_roots.empty() && !path_inside(real, cfg.share_roots))
         SVM_REFUSE(dir + " lies outside the directories this site shares with guests (" + [&] {
@@ -180,7 +182,8 @@ void copy_boot_file(int in, const std::string& path, const std::string& dst, gid
         }
     }
     if (off_in > kMaxBootFile)
-        SVM_REFUSE(path + " grew past " + std::to_string(kMaxBootFile >> 20) + " MiB while the job started; leave it unchanged");
+        SVM_REFUSE(path + " grew past " + std::to_string(kMaxBootFile >> 20) +
+                   " MiB while the job started; leave it unchanged");
     if (::fchown(out.get(), 0, guest_gid) != 0) SVM_THROW_ERRNO("chown " + dst);
 }
 
@@ -217,7 +220,6 @@ JobRequest job_request_from_env(char** envp) {
     }
     return r;
 }
-
 
 void plan_devices_of_guest(JobPlan& p, const DevicePlan& plan, const PreparedDevices& pd) {
     p.hostdevs.clear();
@@ -268,15 +270,15 @@ static std::vector<std::string> underlay_addresses(const NetworkConfig& net, con
 
 // The job's own network segment on this node (lib/host/guest_net.hpp), recorded
 // before it is made; the guest's address and its peers into the plan.
-static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const std::vector<std::string>& nodes, JobPlan& p,
-                            Ledger& ledger) {
+static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const std::vector<std::string>& nodes,
+                            JobPlan& p, Ledger& ledger) {
     const NetworkConfig& net = cfg.network;
     if (net.prefix.empty()) {
         p.peers.push_back({req.node, p.hostname, ""});
         return;
     }
-    JobSegment s = plan_segment(req.job_id, p.node_index, nodes, underlay_addresses(net, nodes), net.prefix,
-                                net.netns, net.vxlan_port, net.mtu);
+    JobSegment s = plan_segment(req.job_id, p.node_index, nodes, underlay_addresses(net, nodes), net.prefix, net.netns,
+                                net.vxlan_port, net.mtu);
     for (size_t i = 0; i < nodes.size(); ++i) {
         std::string fabric_ip;
         if (net.fabric == "ipoib") fabric_ip = fabric_address(net.fabric_prefix, req.job_id, static_cast<int>(i)).ip;

@@ -28,7 +28,7 @@ struct JobRequest {
     std::string irq_profile;                     // SPANK_SLURM_VM_IRQ_PROFILE ("" = the node's)
     std::string partition;                       // SLURM_JOB_PARTITION (the site's VM policy)
     std::string save;                            // SPANK_SLURM_VM_SAVE: --vm-save (vm_save.hpp)
-    std::vector<int> gpus;  // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
+    std::vector<int> gpus;                       // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
 };
 
 // Reads a JobRequest from a prolog/epilog environment.

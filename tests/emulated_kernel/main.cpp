@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
             for (const auto& [k, v] : fs.snapshot()) {
                 if (k.compare(0, 16, ".emulated-kernel") == 0) continue;
                 std::string shown;
-                for (char c : v) shown += c == '\n' ? std::string("\\n") : c == '\0' ? std::string("\\0") : std::string(1, c);
+                for (char c : v)
+                    shown += c == '\n' ? std::string("\\n") : c == '\0' ? std::string("\\0") : std::string(1, c);
                 std::printf("%s\t%s\n", k.c_str(), shown.c_str());
             }
             return 0;

@@ -27,8 +27,8 @@
 //
 // Every sysfs write is logged on stderr ("write #n path <- value").
 #include <fcntl.h>
-#include <linux/vfio.h>
 #include <grp.h>
+#include <linux/vfio.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -199,7 +199,8 @@ int cmd_prepare(const Opts& o) {
         json_object_set_new(out.get(), "hostdevs", hd);
         json_object_set_new(out.get(), "vf", p.vf ? p.vf->to_json().release() : json_null());
         json_object_set_new(out.get(), "writes", json_integer(w.writes()));
-        json_object_set_new(out.get(), "ledger_entries", json_integer(static_cast<json_int_t>(ledger.entries().size())));
+        json_object_set_new(out.get(), "ledger_entries",
+                            json_integer(static_cast<json_int_t>(ledger.entries().size())));
         print_json(out.get());
         return 0;
     } catch (const Error& e) {
@@ -242,7 +243,8 @@ int cmd_undo(const Opts& o) {
     auto errs = undo_ledger(ledger, root, w, cfg);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto& m : errs) std::fprintf(stderr, "undo error: %s\n", m.c_str());
-    std::printf("{\"undone\": %zu, \"errors\": %zu, \"writes\": %d, \"seconds\": %.2f}\n", n, errs.size(), w.writes(), s);
+    std::printf("{\"undone\": %zu, \"errors\": %zu, \"writes\": %d, \"seconds\": %.2f}\n", n, errs.size(), w.writes(),
+                s);
     return errs.empty() ? 0 : 1;
 }
 
@@ -272,7 +274,8 @@ int open_group(int group, int& container, std::string& why) {
         why = "group " + std::to_string(group) + " is not viable (VFIO_GROUP_FLAGS_VIABLE clear)";
         return -1;
     }
-    if (::ioctl(g, VFIO_GROUP_SET_CONTAINER, &container) < 0) return why = errno_message("VFIO_GROUP_SET_CONTAINER"), -1;
+    if (::ioctl(g, VFIO_GROUP_SET_CONTAINER, &container) < 0)
+        return why = errno_message("VFIO_GROUP_SET_CONTAINER"), -1;
     if (::ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0) return why = errno_message("VFIO_SET_IOMMU"), -1;
     return g;
 }

@@ -18,23 +18,49 @@ inline void base_node(FakeSysfs& fs) {
 // A GPU 0000:3b:00.0 (nvidia, minor 0) in IOMMU group 7 with its root port
 // 0000:3a:00.0 (a bridge, same group), NUMA node 0.
 inline void one_gpu(FakeSysfs& fs, const std::string& driver = "nvidia") {
-    fs.add({.address = "0000:3a:00.0", .vendor = 0x8086, .device = 0x2030, .klass = 0x060400, .driver = "pcieport",
-            .numa_node = 0, .iommu_group = 7});
-    FakeDevice gpu{.address = "0000:3b:00.0", .vendor = 0x10de, .device = 0x20b0, .klass = 0x030200, .driver = driver,
-                   .native_driver = std::string("nvidia"), .numa_node = 0, .iommu_group = 7, .parent = "0000:3a:00.0"};
+    fs.add({.address = "0000:3a:00.0",
+            .vendor = 0x8086,
+            .device = 0x2030,
+            .klass = 0x060400,
+            .driver = "pcieport",
+            .numa_node = 0,
+            .iommu_group = 7});
+    FakeDevice gpu{.address = "0000:3b:00.0",
+                   .vendor = 0x10de,
+                   .device = 0x20b0,
+                   .klass = 0x030200,
+                   .driver = driver,
+                   .native_driver = std::string("nvidia"),
+                   .numa_node = 0,
+                   .iommu_group = 7,
+                   .parent = "0000:3a:00.0"};
     fs.add(gpu);
     fs.nvidia_minor("0000:3b:00.0", 0);
 }
 
 inline void gpu_audio(FakeSysfs& fs) {
-    fs.add({.address = "0000:3b:00.1", .vendor = 0x10de, .device = 0x1aef, .klass = 0x040300, .driver = "snd_hda_intel",
-            .numa_node = 0, .iommu_group = 7, .reset_methods = std::nullopt, .parent = "0000:3a:00.0"});
+    fs.add({.address = "0000:3b:00.1",
+            .vendor = 0x10de,
+            .device = 0x1aef,
+            .klass = 0x040300,
+            .driver = "snd_hda_intel",
+            .numa_node = 0,
+            .iommu_group = 7,
+            .reset_methods = std::nullopt,
+            .parent = "0000:3a:00.0"});
 }
 
 // An HCA physical function with `vfs` VFs (each in its own group).
 inline void hca(FakeSysfs& fs, const std::string& address, int numa, int group, int vfs, int total = 8) {
-    fs.add({.address = address, .vendor = 0x15b3, .device = 0x101b, .klass = 0x020700, .driver = "mlx5_core",
-            .numa_node = numa, .iommu_group = group, .sriov_totalvfs = total, .sriov_numvfs = vfs});
+    fs.add({.address = address,
+            .vendor = 0x15b3,
+            .device = 0x101b,
+            .klass = 0x020700,
+            .driver = "mlx5_core",
+            .numa_node = numa,
+            .iommu_group = group,
+            .sriov_totalvfs = total,
+            .sriov_numvfs = vfs});
 }
 
 // Eight GPUs, four per NUMA node (groups 10-13 and 20-23, minors 0-7), and an
@@ -43,8 +69,13 @@ inline void eight_gpus(FakeSysfs& fs) {
     const char* buses[] = {"1b", "1c", "1d", "1e", "9b", "9c", "9d", "9e"};
     for (int i = 0; i < 8; ++i) {
         std::string a = std::string("0000:") + buses[i] + ":00.0";
-        fs.add({.address = a, .vendor = 0x10de, .device = 0x2330, .klass = 0x030200, .driver = "nvidia",
-                .numa_node = i / 4, .iommu_group = (i < 4 ? 10 : 16) + i});
+        fs.add({.address = a,
+                .vendor = 0x10de,
+                .device = 0x2330,
+                .klass = 0x030200,
+                .driver = "nvidia",
+                .numa_node = i / 4,
+                .iommu_group = (i < 4 ? 10 : 16) + i});
         fs.nvidia_minor(a, i);
     }
     hca(fs, "0000:2b:00.0", 0, 30, 4);

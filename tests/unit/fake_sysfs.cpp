@@ -153,8 +153,11 @@ FakeSysfs& FakeSysfs::interrupt_remapping(bool on) {
     std::string type = on ? "IR-PCI-MSIX" : "PCI-MSIX";
     write_rel("proc/interrupts",
               "            CPU0       CPU1\n"
-              "  0:         35          0   " + std::string(on ? "IR-IO-APIC" : "IO-APIC") + "    2-edge      timer\n"
-              " 64:          0          0   " + type + "-0000:00:1f.6    0-edge      eno1\n");
+              "  0:         35          0   " +
+                  std::string(on ? "IR-IO-APIC" : "IO-APIC") +
+                  "    2-edge      timer\n"
+                  " 64:          0          0   " +
+                  type + "-0000:00:1f.6    0-edge      eno1\n");
     return *this;
 }
 
@@ -582,7 +585,8 @@ void FakeKernel::write(const std::string& path, const std::string& value) {
                 refuse(path, value, EINVAL, "not a number");
             }
             auto cur = SysfsRoot(root).read_attr(path).value_or("0");
-            auto total = SysfsRoot(root).read_attr(fs_.path("sys/bus/pci/devices/" + dev + "/sriov_totalvfs")).value_or("0");
+            auto total =
+                SysfsRoot(root).read_attr(fs_.path("sys/bus/pci/devices/" + dev + "/sriov_totalvfs")).value_or("0");
             if (n < 0 || n > std::stoi(total)) refuse(path, value, ERANGE, "beyond sriov_totalvfs " + total);
             if (n != 0 && std::stoi(cur) != 0) refuse(path, value, EBUSY, "VFs already enabled (" + cur + ")");
             if (n == std::stoi(cur)) return;

@@ -28,18 +28,18 @@ struct FakeDevice {
     std::string driver;                        // bound now; "" = none
     std::optional<std::string> native_driver;  // what a probe binds without override (default: driver)
     int numa_node = -1;
-    std::string local_cpulist;           // default: the node's CPUs, else "0-15"
+    std::string local_cpulist;  // default: the node's CPUs, else "0-15"
     std::optional<int> iommu_group;
     std::optional<std::vector<std::string>> reset_methods = std::vector<std::string>{"flr", "bus"};
-    std::string parent;                  // upstream bridge address; "" = root bus
+    std::string parent;  // upstream bridge address; "" = root bus
     // SR-IOV physical function.
     int sriov_totalvfs = 0;
-    int sriov_numvfs = 0;                // VFs created at build time (through the kernel logic)
+    int sriov_numvfs = 0;  // VFs created at build time (through the kernel logic)
     uint16_t vf_device = 0x101c;
     std::string vf_driver = "mlx5_core";
     int sriov_offset = 1;
     int sriov_stride = 1;
-    bool mlx5_sriov_attrs = true;        // sriov/N/{node,port,policy,mac} appear for each VF
+    bool mlx5_sriov_attrs = true;  // sriov/N/{node,port,policy,mac} appear for each VF
 };
 
 class FakeSysfs {
@@ -67,8 +67,8 @@ public:
     FakeSysfs& interrupt_remapping(bool on);
     FakeSysfs& allow_unsafe_interrupts(bool yes);
     FakeSysfs& numa_node(int node, const std::string& cpulist);
-    FakeSysfs& driver(const std::string& name);      // registers sys/bus/pci/drivers/<name>
-    FakeSysfs& vfio_pci();                            // driver + module + /dev/vfio/vfio
+    FakeSysfs& driver(const std::string& name);  // registers sys/bus/pci/drivers/<name>
+    FakeSysfs& vfio_pci();                       // driver + module + /dev/vfio/vfio
     FakeSysfs& hugepages(int size_kb, int count);
     FakeSysfs& cmdline(const std::string& text);
     FakeSysfs& nvidia_minor(const std::string& address, int minor);  // proc/driver/nvidia/gpus/*/information
@@ -103,8 +103,8 @@ private:
     std::string root_;
     bool owned_ = true;
     std::map<std::string, int> busy_;
-    std::map<std::string, std::string> native_;         // address -> driver a probe binds
-    std::map<std::string, FakeDevice> pf_templates_;    // PF address -> its build description
+    std::map<std::string, std::string> native_;       // address -> driver a probe binds
+    std::map<std::string, FakeDevice> pf_templates_;  // PF address -> its build description
 };
 
 class FakeKernel : public SysfsWriter {
@@ -114,11 +114,13 @@ public:
 
     // Failure injection.
     void fail_write(int n, int err = EIO) { fail_at_ = n, fail_err_ = err; }  // 1-based; 0 = never
-    void busy(const std::string& address, int attempts) { busy_[address] = attempts; }  // -1 = forever; "ADDR@DRIVER": only when bound to DRIVER
+    void busy(const std::string& address, int attempts) {
+        busy_[address] = attempts;
+    }  // -1 = forever; "ADDR@DRIVER": only when bound to DRIVER
 
     const std::map<std::string, int>& busy_left() const { return busy_; }
     int writes() const { return writes_; }
-    const std::vector<std::string>& log() const { return log_; }        // "rel <- value"
+    const std::vector<std::string>& log() const { return log_; }  // "rel <- value"
     const std::vector<std::string>& refusals() const { return refusals_; }
 
 private:

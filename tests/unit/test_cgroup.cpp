@@ -40,7 +40,8 @@ void slurm_v2_job(FakeCgroups& t) {
     t.cgroup("", {{"cgroup.controllers", "cpuset cpu io memory pids\n"}, {"cpuset.cpus.effective", "0-7\n"}});
     t.cgroup(kScope, {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "0-7\n"}});
     t.cgroup(std::string(kScope) + "/job_42", {{"memory.max", "2147483648\n"}, {"cpuset.cpus.effective", "2-5\n"}});
-    t.cgroup(std::string(kScope) + "/job_42/step_extern", {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "2-5\n"}});
+    t.cgroup(std::string(kScope) + "/job_42/step_extern",
+             {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "2-5\n"}});
     t.cgroup(std::string(kScope) + "/job_42/step_extern/user",
              {{"memory.max", "4294967296\n"}, {"cpuset.cpus.effective", "2-5\n"}});
     t.cgroup(kTask, {{"memory.max", "max\n"}, {"cpuset.cpus.effective", "2-5\n"}, {"cgroup.procs", "100\n"}});
@@ -68,8 +69,9 @@ TEST_CASE("a process's v2 cgroup is the path of its 0:: line", "[cgroup]") {
     CHECK(svm::unified_cgroup_of(7, t.proc) == "/system.slice/slurmstepd.scope/job_7/step_0/user/task_1");
     t.process(8, "12:freezer:/slurm/uid_1/job_8\n1:name=systemd:/system.slice/slurmd.service\n0::/init.scope\n");
     CHECK(svm::unified_cgroup_of(8, t.proc) == "/init.scope");
-    CHECK(svm::cgroups_of(8, t.proc) == std::map<std::string, std::string>{
-                                            {"freezer", "/slurm/uid_1/job_8"}, {"name=systemd", "/system.slice/slurmd.service"}});
+    CHECK(svm::cgroups_of(8, t.proc) ==
+          std::map<std::string, std::string>{{"freezer", "/slurm/uid_1/job_8"},
+                                             {"name=systemd", "/system.slice/slurmd.service"}});
     t.process(9, "4:memory:/slurm/uid_1/job_9\n");
     CHECK(svm::unified_cgroup_of(9, t.proc).empty());
     CHECK_THROWS_AS(svm::unified_cgroup_of(10, t.proc), svm::Error);  // no such process
@@ -83,7 +85,8 @@ TEST_CASE("the guest's v2 cgroup is a leaf of its own below the extern task", "[
     CHECK(svm::guest_cgroup_v2(std::string(kTask) + "/slurm_vm") == std::string(kTask) + "/slurm_vm");
     // slurmstepd's own leaf: beside the step's tasks instead.
     CHECK(svm::guest_cgroup_v2(kStepd) == "/system.slice/n1_slurmstepd.scope/job_42/step_extern/user/slurm_vm");
-    CHECK(svm::guest_cgroup_v2("/slurmstepd.scope/job_3/step_extern") == "/slurmstepd.scope/job_3/step_extern/slurm_vm");
+    CHECK(svm::guest_cgroup_v2("/slurmstepd.scope/job_3/step_extern") ==
+          "/slurmstepd.scope/job_3/step_extern/slurm_vm");
     CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmd.service"), svm::Error);
     CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/job_42"), svm::Error);
     CHECK_THROWS_AS(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/job_x/step_0/user/task_0"), svm::Error);
@@ -206,7 +209,8 @@ TEST_CASE("remove_job_cgroups on v2 removes the job's empty directories in its n
                           "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm"})
         svm::mkdir_p(t.root + d);
     // job 43's guest is still there: its leaf and everything above stays.
-    svm::write_file_atomic(t.root + "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm/qemu", "");
+    svm::write_file_atomic(t.root + "/system.slice/n1_slurmstepd.scope/job_43/step_extern/user/task_0/slurm_vm/qemu",
+                           "");
     CHECK(svm::remove_job_cgroups(42, t.root, "n1") == 7);
     CHECK_FALSE(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/job_42"));
     CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope"));

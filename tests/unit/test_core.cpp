@@ -36,7 +36,8 @@ TEST_CASE("Slurm host lists expand like Slurm does", "[core]") {
 
 TEST_CASE("configuration: defaults, %n, unknown keys refused", "[core]") {
     auto c = svm::parse_config(R"({"state_dir": "/run/x/%n", "domain_type": "qemu",
-        "network": {"prefix": "10.1.0.0/16", "netns": "u-%n"}})", "node7", "test.json");
+        "network": {"prefix": "10.1.0.0/16", "netns": "u-%n"}})",
+                               "node7", "test.json");
     CHECK(c.state_dir == "/run/x/node7");
     CHECK(c.job_dir(42) == "/run/x/node7/job_42");
     CHECK(c.ledger_path(42) == "/run/x/node7/ledger/job_42.json");
@@ -57,7 +58,8 @@ TEST_CASE("configuration: defaults, %n, unknown keys refused", "[core]") {
 
 TEST_CASE("the example configurations in etc/ parse", "[core]") {
     for (const auto& f : svm::list_dir(std::string(SVM_SOURCE_DIR) + "/etc")) {
-        if (f.rfind("slurm-vm", 0) != 0 || f.find(".json") == std::string::npos || f.find("schema") != std::string::npos)
+        if (f.rfind("slurm-vm", 0) != 0 || f.find(".json") == std::string::npos ||
+            f.find("schema") != std::string::npos)
             continue;
         INFO(f);
         CHECK_NOTHROW(svm::load_config(std::string(SVM_SOURCE_DIR) + "/etc/" + f, "node1"));
@@ -173,8 +175,9 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     CHECK(x.find("a&amp;b.qcow2") != std::string::npos);
     CHECK(x.find("<target dev='svm2an0'/>") != std::string::npos);
     // The user's image: format pinned, and an explicitly empty backing chain.
-    CHECK(x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
-          std::string::npos);
+    CHECK(
+        x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
+        std::string::npos);
     svm::test::TempDir d_dir("svm-unit");
     std::string d = d_dir.path();
     svm::write_file_atomic(d + "/d.xml", x);
@@ -188,9 +191,10 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
 
 TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everything", "[core]") {
     auto p = sample_plan();
-    svm::SeedKeys k{"ssh-ed25519 AAAAuser c", "-----BEGIN OPENSSH PRIVATE KEY-----\nu\n-----END OPENSSH PRIVATE KEY-----\n",
-                    "-----BEGIN OPENSSH PRIVATE KEY-----\nh\n-----END OPENSSH PRIVATE KEY-----\n",
-                    "ssh-ed25519 AAAAhost c", "node1-vm,10.213.43.10 ssh-ed25519 AAAAhost1\nnode2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n"};
+    svm::SeedKeys k{
+        "ssh-ed25519 AAAAuser c", "-----BEGIN OPENSSH PRIVATE KEY-----\nu\n-----END OPENSSH PRIVATE KEY-----\n",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nh\n-----END OPENSSH PRIVATE KEY-----\n", "ssh-ed25519 AAAAhost c",
+        "node1-vm,10.213.43.10 ssh-ed25519 AAAAhost1\nnode2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n"};
     CHECK(svm::seed_meta_data(p) == "instance-id: slurm-vm-42-node1\nlocal-hostname: node1-vm\n");
     CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
     std::string ud = svm::seed_user_data(p, k);
@@ -231,14 +235,16 @@ TEST_CASE("the remote command recreates the task's environment and directory", "
     CHECK(cmd.find("HOME=") == std::string::npos);
     auto r = svm::run({"/bin/sh", "-c", cmd + "; echo"});  // run it locally in a shell, as the guest would
     CHECK(r.out == "a b|it's|");
-    auto e = svm::run({"/bin/sh", "-c", svm::remote_shell_command({{"sh", "-c", "echo $SLURM_JOB_ID $SLURM_X; pwd"},
-                                                                    c.env, "/tmp", false})});
+    auto e =
+        svm::run({"/bin/sh", "-c",
+                  svm::remote_shell_command({{"sh", "-c", "echo $SLURM_JOB_ID $SLURM_X; pwd"}, c.env, "/tmp", false})});
     CHECK(e.out == "42 $(touch /tmp/pwn)\n/tmp\n");
     auto p = sample_plan();
     auto a = svm::ssh_argv(p, "/usr/libexec/slurm-vm/slurm-vm-exec", false);
     CHECK(std::find(a.begin(), a.end(), "StrictHostKeyChecking=yes") != a.end());
-    CHECK(std::find(a.begin(), a.end(), "ProxyCommand='/usr/libexec/slurm-vm/slurm-vm-exec' --proxy "
-                                        "'/run/slurm-vm/node1/job_42/ssh.sock'") != a.end());
+    CHECK(std::find(a.begin(), a.end(),
+                    "ProxyCommand='/usr/libexec/slurm-vm/slurm-vm-exec' --proxy "
+                    "'/run/slurm-vm/node1/job_42/ssh.sock'") != a.end());
     CHECK(a.back() == "node1-vm");
 }
 
@@ -269,7 +275,8 @@ TEST_CASE("derived job keys are valid OpenSSH keys, the same on every node, dist
     svm::write_file_atomic(d + "/v.pub", v.public_key, 0644);
     auto fp = svm::run({"ssh-keygen", "-l", "-f", d + "/v.pub"});
     CHECK(fp.status == 0);
-    CHECK(v.public_key.rfind("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINdamAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1Ea", 0) == 0);
+    CHECK(v.public_key.rfind("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINdamAGCsQq31Uv+08lkBzoO4XLz2qYjJa8CGmj3B1Ea", 0) ==
+          0);
 }
 
 TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, valid for libvirt", "[core]") {
@@ -314,16 +321,18 @@ TEST_CASE("doctor says when the running Slurm is not the plugin's release", "[co
 }
 
 TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
-    std::string good = "Configuration data as of now\nPrologFlags             = Alloc,Contain\n"
-                       "ProctrackType           = proctrack/cgroup\nTaskPlugin              = task/cgroup,task/affinity\n"
-                       "Prolog                  = /usr/sbin/slurm-vm-prolog\nEpilog                  = /usr/sbin/slurm-vm-epilog\n"
-                       "PlugStackConfig         = /etc/slurm/plugstack.conf\n";
+    std::string good =
+        "Configuration data as of now\nPrologFlags             = Alloc,Contain\n"
+        "ProctrackType           = proctrack/cgroup\nTaskPlugin              = task/cgroup,task/affinity\n"
+        "Prolog                  = /usr/sbin/slurm-vm-prolog\nEpilog                  = /usr/sbin/slurm-vm-epilog\n"
+        "PlugStackConfig         = /etc/slurm/plugstack.conf\n";
     CHECK(svm::slurm_config_value(good, "PlugStackConfig") == "/etc/slurm/plugstack.conf");
     CHECK(svm::slurm_config_value(good, "Prolog") == "/usr/sbin/slurm-vm-prolog");  // not PrologFlags
     auto r = svm::check_slurm_config(good, "required /usr/lib/slurm/slurm-vm.so config=/etc/slurm-vm/slurm-vm.json\n");
     CHECK_FALSE(svm::doctor_failed(r));
-    std::string bad = "PrologFlags             = Alloc\nProctrackType           = proctrack/linuxproc\n"
-                      "TaskPlugin              = task/affinity\nProlog                  = (null)\n";
+    std::string bad =
+        "PrologFlags             = Alloc\nProctrackType           = proctrack/linuxproc\n"
+        "TaskPlugin              = task/affinity\nProlog                  = (null)\n";
     auto b = svm::check_slurm_config(bad, "");
     CHECK(svm::doctor_failed(b));
     int fails = 0;

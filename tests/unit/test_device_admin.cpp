@@ -3,8 +3,8 @@
 // inventory of a tree replayed from a real GPU node's sysfs.
 #include <unistd.h>
 
-#include "catch.hpp"
 #include <map>
+#include "catch.hpp"
 
 #include "device_plan.hpp"
 #include "device_scenarios.hpp"
@@ -88,9 +88,11 @@ TEST_CASE("device configuration fixtures agree with etc/slurm-vm.devices.schema.
         "    if bool(errs) == want_valid:\n"
         "        print('MISMATCH', path, [e.message for e in errs]); bad += 1\n"
         "sys.exit(1 if bad else 0)\n";
-    std::vector<std::string> argv{"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script, std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.devices.schema.json"};
+    std::vector<std::string> argv{"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
+                                  std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.devices.schema.json"};
     for (const char* kind : {"valid", "invalid"})
-        for (const auto& f : list_dir(kFixtures + "/devices/" + kind)) argv.push_back(kFixtures + "/devices/" + kind + "/" + f);
+        for (const auto& f : list_dir(kFixtures + "/devices/" + kind))
+            argv.push_back(kFixtures + "/devices/" + kind + "/" + f);
     auto r = run(argv, env);
     INFO(r.out << r.err);
     CHECK(r.ok());
@@ -122,8 +124,13 @@ TEST_CASE("inventory describes GPUs, their groups and SR-IOV functions", "[devic
     base_node(fs);
     one_gpu(fs);
     gpu_audio(fs);
-    fs.add({.address = "0000:3c:00.0", .vendor = 0x144d, .device = 0xa808, .klass = 0x010802, .driver = "nvme",
-            .numa_node = 0, .iommu_group = 7});
+    fs.add({.address = "0000:3c:00.0",
+            .vendor = 0x144d,
+            .device = 0xa808,
+            .klass = 0x010802,
+            .driver = "nvme",
+            .numa_node = 0,
+            .iommu_group = 7});
     hca(fs, "0000:5e:00.0", 1, 40, 2);
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}], "vf_providers": [{"pci": "0000:5e:00.0"}]})");
     Json inv = build_inventory(fs.sysfs_root(), &cfg);
@@ -149,10 +156,9 @@ TEST_CASE("inventory describes GPUs, their groups and SR-IOV functions", "[devic
     CHECK(s(gpu, "iommu_group") == "7");
     CHECK(s(gpu, "reset_methods") == R"(["flr","bus"])");
     CHECK(s(gpu, "configured") == "gpu");
-    CHECK(s(gpu, "group_members") ==
-          R"([{"address":"0000:3a:00.0","bridge":true,"driver":"pcieport"},)"
-          R"({"address":"0000:3b:00.1","bridge":false,"driver":"snd_hda_intel"},)"
-          R"({"address":"0000:3c:00.0","bridge":false,"driver":"nvme"}])");
+    CHECK(s(gpu, "group_members") == R"([{"address":"0000:3a:00.0","bridge":true,"driver":"pcieport"},)"
+                                     R"({"address":"0000:3b:00.1","bridge":false,"driver":"snd_hda_intel"},)"
+                                     R"({"address":"0000:3c:00.0","bridge":false,"driver":"nvme"}])");
     CHECK(s(gpu, "problems") == R"x(["IOMMU group shared with 0000:3c:00.0 (nvme)"])x");
     const json_t* pf = device_in(inv.get(), "0000:5e:00.0");
     REQUIRE(pf);
@@ -197,8 +203,9 @@ TEST_CASE("inventory of a tree replayed from a real GPU node", "[devices]") {
     CHECK(json_is_false(json_object_get(node, "iommu_enabled")));
     CHECK(json_is_false(json_object_get(node, "vfio_pci")));
     // And the planner says why it cannot be passed through.
-    CHECK_THAT(error_of([&] { plan_devices_for(fs.sysfs_root(), DeviceConfig{}, {PciAddress::parse("0000:00:06.0")}); }),
-               Catch::StartsWith("0000:00:06.0: no IOMMU group") && Catch::Contains("the IOMMU is off"));
+    CHECK_THAT(
+        error_of([&] { plan_devices_for(fs.sysfs_root(), DeviceConfig{}, {PciAddress::parse("0000:00:06.0")}); }),
+        Catch::StartsWith("0000:00:06.0: no IOMMU group") && Catch::Contains("the IOMMU is off"));
 }
 
 TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
@@ -226,20 +233,32 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                 {"qemu", "OK"},
                                                                 {"slurm", "OK"},
                                                                 {"kvm", "SKIP"},
-                                                                {"shares", "SKIP"}, {"network", "SKIP"}});
+                                                                {"shares", "SKIP"},
+                                                                {"network", "SKIP"}});
     CHECK_FALSE(doctor_failed(good));
     Json j = doctor_to_json(good);
     CHECK(json_is_true(json_object_get(j.get(), "ok")));
     CHECK_THAT(format_doctor(good), Catch::Contains("[OK  ] gpu 0000:3b:00.0: usable: IOMMU group 7, NUMA node 0"));
 
     // Break things one by one.
-    fs.add({.address = "0000:3c:00.0", .vendor = 0x144d, .klass = 0x010802, .driver = "nvme", .numa_node = 0,
+    fs.add({.address = "0000:3c:00.0",
+            .vendor = 0x144d,
+            .klass = 0x010802,
+            .driver = "nvme",
+            .numa_node = 0,
             .iommu_group = 7});
-    fs.add({.address = "0000:5f:00.0", .vendor = 0x15b3, .device = 0x101b, .klass = 0x020700, .driver = "mlx5_core",
-            .numa_node = 1, .iommu_group = 50, .sriov_totalvfs = 4});
+    fs.add({.address = "0000:5f:00.0",
+            .vendor = 0x15b3,
+            .device = 0x101b,
+            .klass = 0x020700,
+            .driver = "mlx5_core",
+            .numa_node = 1,
+            .iommu_group = 50,
+            .sriov_totalvfs = 4});
     fs.interrupt_remapping(false);
     ::unlink(fs.path("sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages").c_str());
-    DeviceConfig cfg2 = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}], "vf_providers": [{"pci": "0000:5f:00.0"}]})");
+    DeviceConfig cfg2 =
+        config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}], "vf_providers": [{"pci": "0000:5f:00.0"}]})");
     opts.qemu_binaries = {"/nonexistent/qemu"};
     opts.skip = {"slurm"};
     auto bad = run_doctor(fs.sysfs_root(), &cfg2, opts);
@@ -252,7 +271,8 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                {"qemu", "FAIL"},
                                                                {"slurm", "SKIP"},
                                                                {"kvm", "SKIP"},
-                                                               {"shares", "SKIP"}, {"network", "SKIP"}});
+                                                               {"shares", "SKIP"},
+                                                               {"network", "SKIP"}});
     CHECK(doctor_failed(bad));
     std::string text = format_doctor(bad);
     CHECK_THAT(text, Catch::Contains("[FAIL] vfs 0000:5f:00.0: no VFs (sriov_numvfs is 0 of 4)\n"
@@ -264,7 +284,8 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
     auto gpu = run_doctor(fs.sysfs_root(), &cfg2, opts);
     for (const auto& r : gpu)
         if (r.name == "gpu 0000:3b:00.0") {
-            CHECK(r.message == "0000:3b:00.0: IOMMU group 7 also holds 0000:3c:00.0 (driver nvme), which is not part of this job");
+            CHECK(r.message ==
+                  "0000:3b:00.0: IOMMU group 7 also holds 0000:3c:00.0 (driver nvme), which is not part of this job");
             CHECK_THAT(r.fix, Catch::StartsWith("bind it to vfio-pci or pci-stub permanently"));
         }
 }
@@ -301,7 +322,8 @@ TEST_CASE("slurm-vm inventory and doctor: help, JSON, exit status", "[devices]")
 
     auto help = run({kAdmin, "inventory", "--help"});
     CHECK(help.status == 0);
-    CHECK_THAT(help.out, Catch::Contains("--root DIR") && Catch::Contains("--json") && Catch::Contains("--config FILE"));
+    CHECK_THAT(help.out,
+               Catch::Contains("--root DIR") && Catch::Contains("--json") && Catch::Contains("--config FILE"));
     CHECK(run({kAdmin, "inventory", "--bogus"}).status == 2);
     auto inv = run({kAdmin, "inventory", "--root", fs.root(), "--json", "--config", cfg});
     REQUIRE(inv.status == 0);

@@ -149,8 +149,9 @@ TEST_CASE("one GPU: planned, bound to vfio-pci, given back byte for byte", "[dev
     // The record survives the ledger.
     BindRecord back = BindRecord::from_json(r.to_json().get());
     CHECK(json_dump(back.to_json().get()) == json_dump(r.to_json().get()));
-    CHECK(json_dump(r.to_json().get()) ==
-          R"({"device":"0000:3b:00.0","iommu_group":7,"original_driver":"nvidia","original_override":"","target_driver":"vfio-pci"})");
+    CHECK(
+        json_dump(r.to_json().get()) ==
+        R"({"device":"0000:3b:00.0","iommu_group":7,"original_driver":"nvidia","original_override":"","target_driver":"vfio-pci"})");
     b.bind(r);
     CHECK(fs.driver_of("0000:3b:00.0") == "vfio-pci");
     CHECK(path_exists(root.dev_vfio(7)));
@@ -208,8 +209,13 @@ TEST_CASE("a group with a foreign endpoint is refused, naming it", "[devices]") 
     FakeSysfs fs;
     base_node(fs);
     one_gpu(fs);
-    fs.add({.address = "0000:3c:00.0", .vendor = 0x144d, .device = 0xa808, .klass = 0x010802, .driver = "nvme",
-            .numa_node = 0, .iommu_group = 7});
+    fs.add({.address = "0000:3c:00.0",
+            .vendor = 0x144d,
+            .device = 0xa808,
+            .klass = 0x010802,
+            .driver = "nvme",
+            .numa_node = 0,
+            .iommu_group = 7});
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}]})");
     std::string err = error_of([&] { plan_devices(fs.sysfs_root(), cfg, {"/dev/nvidia0"}); });
     CHECK_THAT(err, Catch::StartsWith("0000:3b:00.0: IOMMU group 7 also holds 0000:3c:00.0 (driver nvme), which is not "
@@ -228,13 +234,16 @@ TEST_CASE("another GPU of the node in the same group is refused", "[devices]") {
     FakeSysfs fs;
     base_node(fs);
     one_gpu(fs);
-    fs.add({.address = "0000:3b:01.0", .vendor = 0x10de, .klass = 0x030200, .driver = "nvidia", .numa_node = 0,
+    fs.add({.address = "0000:3b:01.0",
+            .vendor = 0x10de,
+            .klass = 0x030200,
+            .driver = "nvidia",
+            .numa_node = 0,
             .iommu_group = 7});
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}, {"pci": "0000:3b:01.0"}]})");
     CHECK_THAT(error_of([&] { plan_devices_for(fs.sysfs_root(), cfg, {PciAddress::parse("0000:3b:00.0")}); }),
                Catch::Contains("also holds 0000:3b:01.0, another GPU of this node"));
-    CHECK(plan_devices_for(fs.sysfs_root(), cfg,
-                           {PciAddress::parse("0000:3b:00.0"), PciAddress::parse("0000:3b:01.0")})
+    CHECK(plan_devices_for(fs.sysfs_root(), cfg, {PciAddress::parse("0000:3b:00.0"), PciAddress::parse("0000:3b:01.0")})
               .devices.size() == 2);
 }
 
@@ -274,9 +283,8 @@ TEST_CASE("IOMMU off: refused with the reason and the fix", "[devices]") {
     base_node(fs);
     fs.add({.address = "0000:3b:00.0", .klass = 0x030200, .driver = "nvidia", .numa_node = 0});
     fs.iommu(false);
-    std::string err = error_of([&] {
-        plan_devices_for(fs.sysfs_root(), DeviceConfig{}, {PciAddress::parse("0000:3b:00.0")});
-    });
+    std::string err =
+        error_of([&] { plan_devices_for(fs.sysfs_root(), DeviceConfig{}, {PciAddress::parse("0000:3b:00.0")}); });
     CHECK_THAT(err, Catch::StartsWith("0000:3b:00.0: no IOMMU group ("));
     CHECK_THAT(err, Catch::Contains("0000:3b:00.0/iommu_group missing): the IOMMU is off on this node"));
     CHECK_THAT(err, Catch::Contains("intel_iommu=on"));
@@ -300,7 +308,8 @@ TEST_CASE("interrupt remapping off or unsafe interrupts allowed: refused unless 
     }
     SECTION("intremap=off on the command line") {
         fs.cmdline("root=/dev/sda1 intel_iommu=on intremap=off");
-        CHECK_THROWS_WITH(plan_devices_for(fs.sysfs_root(), strict, gpu), Catch::Contains("interrupt remapping is off"));
+        CHECK_THROWS_WITH(plan_devices_for(fs.sysfs_root(), strict, gpu),
+                          Catch::Contains("interrupt remapping is off"));
     }
     SECTION("allow_unsafe_interrupts=Y") {
         fs.allow_unsafe_interrupts(true);
@@ -314,11 +323,16 @@ TEST_CASE("interrupt remapping off or unsafe interrupts allowed: refused unless 
 TEST_CASE("no reset method: refused unless policy allows", "[devices]") {
     FakeSysfs fs;
     base_node(fs);
-    fs.add({.address = "0000:3b:00.0", .klass = 0x030200, .driver = "nvidia", .numa_node = 0, .iommu_group = 7,
+    fs.add({.address = "0000:3b:00.0",
+            .klass = 0x030200,
+            .driver = "nvidia",
+            .numa_node = 0,
+            .iommu_group = 7,
             .reset_methods = std::nullopt});
     auto gpu = std::vector<PciAddress>{PciAddress::parse("0000:3b:00.0")};
-    CHECK_THAT(error_of([&] { plan_devices_for(fs.sysfs_root(), DeviceConfig{}, gpu); }),
-               Catch::StartsWith("0000:3b:00.0: no usable reset method (") && Catch::Contains("0000:3b:00.0/reset_method"));
+    CHECK_THAT(
+        error_of([&] { plan_devices_for(fs.sysfs_root(), DeviceConfig{}, gpu); }),
+        Catch::StartsWith("0000:3b:00.0: no usable reset method (") && Catch::Contains("0000:3b:00.0/reset_method"));
     CHECK_NOTHROW(plan_devices_for(fs.sysfs_root(), config_from(R"({"policy": {"allow_no_reset": true}})"), gpu));
 }
 
@@ -336,8 +350,9 @@ TEST_CASE("eight GPUs on two NUMA nodes: placement follows the devices", "[devic
     CHECK(p.numa_node == 1);
     CHECK(p.cpus == "8-15");
     CHECK(p.warnings.empty());
-    DevicePlan all = plan_devices(root, cfg, {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3",
-                                              "/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"});
+    DevicePlan all = plan_devices(root, cfg,
+                                  {"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia4",
+                                   "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"});
     CHECK(all.devices.size() == 8);
     CHECK_FALSE(all.numa_node);
     CHECK(all.numa_nodes == std::vector<int>{0, 1});
@@ -345,7 +360,8 @@ TEST_CASE("eight GPUs on two NUMA nodes: placement follows the devices", "[devic
     CHECK(all.warnings.size() == 1);
     CHECK_THAT(error_of([&] { plan_devices(root, cfg, {"/dev/nvidia8"}); }),
                Catch::StartsWith("/dev/nvidia8: no GPU known for NVIDIA minor 8"));
-    CHECK_THAT(error_of([&] { plan_devices(root, cfg, {"/dev/sda"}); }), Catch::StartsWith("/dev/sda: not a GPU device file"));
+    CHECK_THAT(error_of([&] { plan_devices(root, cfg, {"/dev/sda"}); }),
+               Catch::StartsWith("/dev/sda: not a GPU device file"));
     // A configured minor wins over the driver's /proc files.
     DeviceConfig mapped = config_from(R"({"gpus": [{"pci": "0000:1b:00.0", "nvidia_minor": 7}]})");
     CHECK(plan_devices(root, mapped, {"/dev/nvidia7"}).devices[0].address.str() == "0000:1b:00.0");

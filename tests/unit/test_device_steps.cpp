@@ -37,7 +37,8 @@ struct MiniLedger {
 
 DeviceConfig vf_config(const std::string& state_dir, const std::string& pfs) {
     return config_from(R"({"vf_providers": [)" + pfs + R"(], "guid_prefix": "02:c9:fa:ce", "node_id": 258,
-                           "vf_state_dir": ")" + state_dir + R"("})");
+                           "vf_state_dir": ")" +
+                       state_dir + R"("})");
 }
 
 }  // namespace
@@ -76,7 +77,7 @@ TEST_CASE("VF pool: one VF per job, near the GPUs, exhausted with a clear error"
     CHECK(a.pf_ordinal == 1);
     CHECK(a.link_layer == "infiniband");
     CHECK(a.node_guid == "02:c9:fa:ce:01:02:01:00");
-    CHECK(pool.reserve({"101"}, 0).vf == a.vf);  // asked again: the same VF
+    CHECK(pool.reserve({"101"}, 0).vf == a.vf);                  // asked again: the same VF
     CHECK(pool.reserve({"102"}, 1).vf.str() == "0000:2b:00.1");  // node 1 full: the other node
     CHECK(pool.reserve({"103"}).vf.str() == "0000:2b:00.2");
     CHECK(pool.holders() == std::map<std::string, std::string>{
@@ -91,8 +92,14 @@ TEST_CASE("VF pool: one VF per job, near the GPUs, exhausted with a clear error"
     CHECK(k.writes() == 0);  // reserving writes only the pool state, never sysfs
 
     // A PF without VFs.
-    fs.add({.address = "0000:5e:00.0", .vendor = 0x15b3, .device = 0x101b, .klass = 0x020700, .driver = "mlx5_core",
-            .numa_node = 0, .iommu_group = 60, .sriov_totalvfs = 8});
+    fs.add({.address = "0000:5e:00.0",
+            .vendor = 0x15b3,
+            .device = 0x101b,
+            .klass = 0x020700,
+            .driver = "mlx5_core",
+            .numa_node = 0,
+            .iommu_group = 60,
+            .sriov_totalvfs = 8});
     TempDir state2;
     DeviceConfig empty = vf_config(state2.path(), R"({"pci": "0000:5e:00.0"})");
     VfPool pool2(root, k, empty, "node001");
@@ -204,8 +211,10 @@ TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone 
     CHECK(fs.driver_of("0000:2b:00.1") == "vfio-pci");
     CHECK(path_exists(root.dev_vfio(7)));
     CHECK(path_exists(root.dev_vfio(31)));
-    CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/node"))) == "02:c9:fa:ce:01:02:00:00");
-    CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/port"))) == "02:c9:fa:ce:01:02:00:01");
+    CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/node"))) ==
+          "02:c9:fa:ce:01:02:00:00");
+    CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/port"))) ==
+          "02:c9:fa:ce:01:02:00:01");
     CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/policy"))) == "Follow");
     CHECK(json_dump(ledger.entries[3].second.get()) ==
           R"({"index":0,"link_layer":"infiniband","pf":"0000:2b:00.0","previous":{"node":"00:00:00:00:00:00:00:00",)"
@@ -316,8 +325,15 @@ TEST_CASE("GPUs kept on vfio-pci (gres File=/dev/vfio/N): no rebinding, nothing 
     FakeSysfs fs;
     base_node(fs);
     one_gpu(fs, "vfio-pci");
-    fs.add({.address = "0000:3b:00.1", .vendor = 0x10de, .device = 0x1aef, .klass = 0x040300, .driver = "vfio-pci",
-            .native_driver = std::string("snd_hda_intel"), .numa_node = 0, .iommu_group = 7, .parent = "0000:3a:00.0"});
+    fs.add({.address = "0000:3b:00.1",
+            .vendor = 0x10de,
+            .device = 0x1aef,
+            .klass = 0x040300,
+            .driver = "vfio-pci",
+            .native_driver = std::string("snd_hda_intel"),
+            .numa_node = 0,
+            .iommu_group = 7,
+            .parent = "0000:3a:00.0"});
     SysfsRoot root = fs.sysfs_root();
     REQUIRE(path_exists(root.dev_vfio(7)));
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0", "vfio_group": 7}]})");
@@ -337,7 +353,8 @@ TEST_CASE("GPUs kept on vfio-pci (gres File=/dev/vfio/N): no rebinding, nothing 
     CHECK(fs.changes_since(before) == "");
     // Without configuration, the group's endpoints are the allocation.
     CHECK(plan_devices(root, DeviceConfig{}, {"/dev/vfio/7"}).devices.size() == 2);
-    CHECK_THROWS_WITH(plan_devices(root, cfg, {"/dev/vfio/8"}), Catch::StartsWith("/dev/vfio/8: IOMMU group 8 does not exist"));
+    CHECK_THROWS_WITH(plan_devices(root, cfg, {"/dev/vfio/8"}),
+                      Catch::StartsWith("/dev/vfio/8: IOMMU group 8 does not exist"));
 }
 
 TEST_CASE("eight GPUs, two HCAs: the job's VF comes from the HCA next to its GPUs", "[devices]") {
@@ -350,9 +367,10 @@ TEST_CASE("eight GPUs, two HCAs: the job's VF comes from the HCA next to its GPU
     FakeKernel k(fs);
     auto before = fs.snapshot();
     MiniLedger l1, l2;
-    PreparedDevices j1 = prepare_devices(root, k, cfg, plan_devices(root, cfg, {"/dev/nvidia4", "/dev/nvidia7"}),
-                                         {.job = "1"}, l1.fn());
-    PreparedDevices j2 = prepare_devices(root, k, cfg, plan_devices(root, cfg, {"/dev/nvidia0"}), {.job = "2"}, l2.fn());
+    PreparedDevices j1 =
+        prepare_devices(root, k, cfg, plan_devices(root, cfg, {"/dev/nvidia4", "/dev/nvidia7"}), {.job = "1"}, l1.fn());
+    PreparedDevices j2 =
+        prepare_devices(root, k, cfg, plan_devices(root, cfg, {"/dev/nvidia0"}), {.job = "2"}, l2.fn());
     REQUIRE(j1.vf);
     REQUIRE(j2.vf);
     CHECK(j1.vf->pf.str() == "0000:ab:00.0");

@@ -23,7 +23,8 @@ svm::JobPlan fabric_plan() {
     p.ip = "10.213.43.10";
     p.mac = "52:54:0a:d5:2b:0a";
     p.fabric_ip = "10.214.43.10";
-    p.peers = {{"node1", "node1-vm", "10.213.43.10", "10.214.43.10"}, {"node2", "node2-vm", "10.213.43.11", "10.214.43.11"}};
+    p.peers = {{"node1", "node1-vm", "10.213.43.10", "10.214.43.10"},
+               {"node2", "node2-vm", "10.213.43.11", "10.214.43.11"}};
     p.vf_link_layer = "infiniband";
     p.vf_port_guid = "02:C9:00:00:00:03:00:01";
     return p;
@@ -34,8 +35,7 @@ svm::JobPlan fabric_plan() {
 TEST_CASE("network.fabric ipoib needs its prefix and the bridge", "[fabric]") {
     auto base = [](const std::string& net) { return "{\"network\": " + net + "}"; };
     auto c = svm::parse_config(
-        base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"),
-        "node1", "test");
+        base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"), "node1", "test");
     CHECK(c.network.fabric == "ipoib");
     CHECK(c.network.fabric_prefix == "10.214.0.0/16");
     CHECK(svm::parse_config(base(R"({"prefix": "10.213.0.0/16"})"), "n", "t").network.fabric == "segment");
@@ -47,14 +47,17 @@ TEST_CASE("network.fabric ipoib needs its prefix and the bridge", "[fabric]") {
                       Catch::Contains("must be \"segment\" or \"ipoib\""));
     CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "prefix": "10.213.0.0/16"})"), "n", "t"),
                       Catch::Contains("network.bridge is gone"));
-    CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/24"})"),
-                                        "n", "t"),
-                      Catch::Contains("/16"));
+    CHECK_THROWS_WITH(
+        svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib", "fabric_prefix": "10.214.0.0/24"})"),
+                          "n", "t"),
+        Catch::Contains("/16"));
 }
 
-TEST_CASE("with a fabric, the guests' names resolve to their IPoIB addresses and the VF's interface gets one", "[fabric]") {
+TEST_CASE("with a fabric, the guests' names resolve to their IPoIB addresses and the VF's interface gets one",
+          "[fabric]") {
     auto p = fabric_plan();
-    svm::SeedKeys k{"ssh-ed25519 AAAA u", "PRIVATE", "HOSTPRIVATE", "ssh-ed25519 AAAA h", "node1-vm ssh-ed25519 AAAA h\n"};
+    svm::SeedKeys k{"ssh-ed25519 AAAA u", "PRIVATE", "HOSTPRIVATE", "ssh-ed25519 AAAA h",
+                    "node1-vm ssh-ed25519 AAAA h\n"};
     std::string ud = svm::seed_user_data(p, k);
     CHECK(ud.find("'10.214.43.11 node2-vm # slurm-vm'") != std::string::npos);
     CHECK(ud.find("10.213.43.11 node2-vm") == std::string::npos);

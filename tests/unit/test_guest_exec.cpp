@@ -46,7 +46,8 @@ TEST_CASE("a signal sent with the signal command reaches the task and its childr
     CHECK(svm::run({"/bin/sh", "-c", svm::remote_signal_command(pid_file, "TERM")}).status == 3);
     CHECK(svm::forwarded_signal_name(SIGUSR1) == "USR1");
     CHECK(svm::forwarded_signal_name(SIGCONT).empty());
-    for (int sig : svm::forwarded_signals()) CHECK(svm::forwarded_signal_number(svm::forwarded_signal_name(sig)) == sig);
+    for (int sig : svm::forwarded_signals())
+        CHECK(svm::forwarded_signal_number(svm::forwarded_signal_name(sig)) == sig);
     CHECK(svm::forwarded_signal_number("KILL") == 0);
 }
 
@@ -82,9 +83,12 @@ TEST_CASE("the batch script waits until the job's other guests accept logins", "
     // A stand-in for ssh: host "late" accepts the third login, "never" none.
     svm::write_file_atomic(d + "/ssh",
                            "#!/bin/sh\nfor a; do case \"$a\" in late|never|early) h=$a ;; esac; done\n"
-                           "echo x >>\"" + d + "/tries.$h\"\n"
-                           "[ \"$h\" = early ] && exit 0\n"
-                           "[ \"$h\" = late ] && [ $(wc -l <\"" + d + "/tries.$h\") -ge 3 ] && exit 0\nexit 255\n",
+                           "echo x >>\"" +
+                               d +
+                               "/tries.$h\"\n"
+                               "[ \"$h\" = early ] && exit 0\n"
+                               "[ \"$h\" = late ] && [ $(wc -l <\"" +
+                               d + "/tries.$h\") -ge 3 ] && exit 0\nexit 255\n",
                            0755);
     svm::GuestCommand c;
     c.argv = {"/home/u/job.sh"};

@@ -31,7 +31,8 @@ size_t count_of(const std::string& text, const std::string& what) {
 TEST_CASE("a 300-node job's plan: addresses, MACs and peers, alike on every node", "[net]") {
     auto nodes = numbered("n", 300);
     std::vector<std::string> under;
-    for (size_t i = 0; i < 300; ++i) under.push_back("192.168." + std::to_string(i / 200) + "." + std::to_string(i % 200 + 1));
+    for (size_t i = 0; i < 300; ++i)
+        under.push_back("192.168." + std::to_string(i / 200) + "." + std::to_string(i % 200 + 1));
     JobSegment s = plan_segment(337, 250, nodes, under, "10.213.0.0/16", "u", 4789, 1450);
     CHECK(s.vni == 337);
     CHECK(s.netns == "svmj337n250");
@@ -96,7 +97,7 @@ TEST_CASE("the guard holds the tap to the guest's own MAC and address", "[net]")
     CHECK(r.find("arp saddr ip != { 0.0.0.0, 10.213.0.11 } drop") != std::string::npos);
     CHECK(r.find("ether type != { ip, arp } drop") != std::string::npos);
     CHECK(r.find("ip daddr 169.254.0.0/16 drop") != std::string::npos);  // never the host sides
-    CHECK(count_of(r, "iifname \"svmtap\" jump from_guest") == 2);  // forwarded and to the host
+    CHECK(count_of(r, "iifname \"svmtap\" jump from_guest") == 2);       // forwarded and to the host
 }
 
 TEST_CASE("network configuration: underlay as a template or a map; old keys refused", "[net]") {
@@ -142,10 +143,12 @@ const char* kNs[] = {"svmtu-h1", "svmtu-h2", "svmtg-83-0", "svmtg-83-1", "svmtg-
 struct Lab {
     Lab() {
         clean();
-        REQUIRE(Sh::x("ip netns add svmtu-h1 && ip netns add svmtu-h2 && "
-                      "ip -n svmtu-h1 link add u0 type veth peer name u0 netns svmtu-h2 && "
-                      "ip -n svmtu-h1 addr add 10.250.77.1/24 dev u0 && ip -n svmtu-h2 addr add 10.250.77.2/24 dev u0 && "
-                      "ip -n svmtu-h1 link set u0 up && ip -n svmtu-h2 link set u0 up").ok());
+        REQUIRE(
+            Sh::x("ip netns add svmtu-h1 && ip netns add svmtu-h2 && "
+                  "ip -n svmtu-h1 link add u0 type veth peer name u0 netns svmtu-h2 && "
+                  "ip -n svmtu-h1 addr add 10.250.77.1/24 dev u0 && ip -n svmtu-h2 addr add 10.250.77.2/24 dev u0 && "
+                  "ip -n svmtu-h1 link set u0 up && ip -n svmtu-h2 link set u0 up")
+                .ok());
     }
     ~Lab() { clean(); }
     static void clean() {
@@ -159,10 +162,11 @@ struct Lab {
     // A guest: a namespace whose eth0 is the other end of the job's "svmtap".
     static void guest(const JobSegment& s, const std::string& name) {
         const GuestAddress& g = s.self().guest;
-        auto r = Sh::x("ip netns add " + name + " && ip -n " + s.netns + " link add svmtap type veth peer name eth0 netns " +
-                       name + " && ip -n " + s.netns + " link set svmtap master svmbr up && ip -n " + name +
-                       " link set eth0 address " + g.mac + " mtu 1450 up && ip -n " + name + " addr add " + g.ip +
-                       "/16 dev eth0 && ip -n " + name + " link set lo up");
+        auto r =
+            Sh::x("ip netns add " + name + " && ip -n " + s.netns + " link add svmtap type veth peer name eth0 netns " +
+                  name + " && ip -n " + s.netns + " link set svmtap master svmbr up && ip -n " + name +
+                  " link set eth0 address " + g.mac + " mtu 1450 up && ip -n " + name + " addr add " + g.ip +
+                  "/16 dev eth0 && ip -n " + name + " link set lo up");
         REQUIRE(r.ok());
     }
     // TCP to a closed port: "refused" means the peer's kernel answered.
@@ -174,13 +178,15 @@ struct Lab {
 
 }  // namespace
 
-TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not another job's, not spoofed", "[net][root]") {
+TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not another job's, not spoofed",
+          "[net][root]") {
     REQUIRE(::geteuid() == 0);
     Lab lab;
     std::vector<std::string> nodes = {"h1", "h2"}, under = {"10.250.77.1", "10.250.77.2"};
     for (uint32_t job : {83u, 337u})
         for (int i : {0, 1}) {
-            JobSegment s = plan_segment(job, i, nodes, under, "10.213.0.0/16", "svmtu-h" + std::to_string(i + 1), 4789, 1450);
+            JobSegment s =
+                plan_segment(job, i, nodes, under, "10.213.0.0/16", "svmtu-h" + std::to_string(i + 1), 4789, 1450);
             setup_segment(s);
             Lab::guest(s, "svmtg-" + std::to_string(job) + "-" + std::to_string(i));
         }
@@ -195,9 +201,11 @@ TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not ano
     // A guest that sends with another MAC or another address: the peer
     // counts what arrives (the replies could not come back anyway: the
     // neighbour entries name the true ones).
-    REQUIRE(Sh::x("ip netns exec svmtg-83-1 nft 'add table inet t; add chain inet t c { type filter hook input priority 0; }; "
+    REQUIRE(Sh::x("ip netns exec svmtg-83-1 nft 'add table inet t; add chain inet t c { type filter hook input "
+                  "priority 0; }; "
                   "add rule inet t c ether saddr 52:54:00:00:00:0c counter; "
-                  "add rule inet t c ip saddr 10.213.0.20 counter'").ok());
+                  "add rule inet t c ip saddr 10.213.0.20 counter'")
+                .ok());
     REQUIRE(Sh::x("ip -n svmtg-83-0 addr add 10.213.0.20/16 dev eth0").ok());
     auto arrived = [] {  // {from the spoofed MAC, from the spoofed address}
         Sh::x("ip netns exec svmtg-83-0 timeout 2 socat -u OPEN:/dev/null TCP:10.213.0.11:9,bind=10.213.0.20");

@@ -41,7 +41,6 @@ long now_ms() {
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-
 // check_image_fd as the current user, on an fd the test opens itself; a path that
 // cannot be opened (a socket) goes through open_image_as_self.
 std::string verdict_self(const std::string& path, const svm::ImagePolicy& policy) {
@@ -70,11 +69,14 @@ const std::vector<Case>& cases() {
         {"good-zstd-l2.qcow2", "", nullptr},
         {"dirty.qcow2", "", nullptr},
         {"good.raw", "", nullptr},
-        {"odd.raw", "is not a disk image (a raw image is a whole number of 512-byte sectors, this file has 1000 bytes)", nullptr},
+        {"odd.raw", "is not a disk image (a raw image is a whole number of 512-byte sectors, this file has 1000 bytes)",
+         nullptr},
         {"datafile.data", "", nullptr},
-        {"backing-shadow.qcow2", "has a backing file (/etc/shadow); flatten it with 'qemu-img convert -O qcow2 IN OUT'", nullptr},
+        {"backing-shadow.qcow2", "has a backing file (/etc/shadow); flatten it with 'qemu-img convert -O qcow2 IN OUT'",
+         nullptr},
         {"backing-device.qcow2", "has a backing file (/dev/sda); flatten it", nullptr},
-        {"backing-json.qcow2", "has a backing file (json:{\"driver\":\"file\",\"filename\":\"/etc/shadow\"}); flatten it", nullptr},
+        {"backing-json.qcow2",
+         "has a backing file (json:{\"driver\":\"file\",\"filename\":\"/etc/shadow\"}); flatten it", nullptr},
         {"backing-relative.qcow2", "has a backing file (../x); flatten it", nullptr},
         {"backing-nbd.qcow2", "has a backing file (nbd://127.0.0.1:1/x); flatten it", nullptr},
         {"backing-handmade.qcow2", "has a backing file (/etc/passwd); flatten it", nullptr},
@@ -129,7 +131,7 @@ void check_sentence(const std::string& path, const std::string& reason, const st
         return;
     }
     CHECK(reason.find(expected) != std::string::npos);
-    CHECK(reason.rfind(path + " ", 0) == 0);    // names the path first
+    CHECK(reason.rfind(path + " ", 0) == 0);        // names the path first
     CHECK(reason.find('\n') == std::string::npos);  // one line
     CHECK(reason.find(". ") == std::string::npos);  // one sentence
 }
@@ -194,14 +196,14 @@ TEST_CASE("header inspection tells every format and finds polyglots", "[image]")
         return svm::inspect_image(fd.get());
     };
     const std::map<std::string, svm::ImageFormat> single = {
-        {"good.qcow2", svm::ImageFormat::qcow2},      {"good.raw", svm::ImageFormat::raw},
-        {"image.vmdk", svm::ImageFormat::vmdk},       {"descriptor.vmdk", svm::ImageFormat::vmdk},
-        {"image.vdi", svm::ImageFormat::vdi},         {"image.vhdx", svm::ImageFormat::vhdx},
-        {"image.vpc", svm::ImageFormat::vpc},         {"fixed.vhd", svm::ImageFormat::vpc},
-        {"image.qed", svm::ImageFormat::qed},         {"image.parallels", svm::ImageFormat::parallels},
-        {"image.qcow", svm::ImageFormat::qcow},       {"image.luks", svm::ImageFormat::luks},
-        {"image.bochs", svm::ImageFormat::bochs},     {"image.cloop", svm::ImageFormat::cloop},
-        {"image.dmg", svm::ImageFormat::dmg},         {"raw-with-qcow2-header.raw", svm::ImageFormat::qcow2},
+        {"good.qcow2", svm::ImageFormat::qcow2},  {"good.raw", svm::ImageFormat::raw},
+        {"image.vmdk", svm::ImageFormat::vmdk},   {"descriptor.vmdk", svm::ImageFormat::vmdk},
+        {"image.vdi", svm::ImageFormat::vdi},     {"image.vhdx", svm::ImageFormat::vhdx},
+        {"image.vpc", svm::ImageFormat::vpc},     {"fixed.vhd", svm::ImageFormat::vpc},
+        {"image.qed", svm::ImageFormat::qed},     {"image.parallels", svm::ImageFormat::parallels},
+        {"image.qcow", svm::ImageFormat::qcow},   {"image.luks", svm::ImageFormat::luks},
+        {"image.bochs", svm::ImageFormat::bochs}, {"image.cloop", svm::ImageFormat::cloop},
+        {"image.dmg", svm::ImageFormat::dmg},     {"raw-with-qcow2-header.raw", svm::ImageFormat::qcow2},
     };
     for (const auto& [name, fmt] : single) {
         INFO(name);
@@ -383,8 +385,8 @@ TEST_CASE("qemu-img that hangs, spins or fails is stopped and reported", "[image
                                    "{\"type\": \"qcow2\", \"data\": {\"data-file\": \"/dev/sda\"}}}'");
     check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "has an external data file (/dev/sda) according to qemu-img");
-    policy.qemu_img = write_script(c.dir() + "/qemu-img-liar3",
-                                   "echo '{\"format\": \"raw\", \"virtual-size\": 67108864}'");
+    policy.qemu_img =
+        write_script(c.dir() + "/qemu-img-liar3", "echo '{\"format\": \"raw\", \"virtual-size\": 67108864}'");
     check_sentence(good, reason_of([&] { svm::check_image_fd(fd.get(), good, policy); }),
                    "reads as raw of 67108864 bytes to qemu-img but as qcow2 of 67108864 bytes to its header");
 }
@@ -395,8 +397,7 @@ TEST_CASE("an image rewritten during the check is refused", "[image]") {
     svm::test::make_file(victim, svm::read_file(c.path("good.qcow2")), 0);
     auto policy = test_policy();
     // A qemu-img that, while running, sees the file written to by someone else.
-    policy.qemu_img = write_script(c.dir() + "/qemu-img-toucher",
-                                   "printf x >> " + victim + "\nexec qemu-img \"$@\"");
+    policy.qemu_img = write_script(c.dir() + "/qemu-img-toucher", "printf x >> " + victim + "\nexec qemu-img \"$@\"");
     svm::UniqueFd fd(::open(victim.c_str(), O_RDONLY | O_CLOEXEC));
     check_sentence(victim, reason_of([&] { svm::check_image_fd(fd.get(), victim, policy); }),
                    "changed while it was being checked; submit again once nothing writes to it");

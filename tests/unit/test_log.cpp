@@ -4,8 +4,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "catch.hpp"
 #include <regex>
+#include "catch.hpp"
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -124,7 +124,8 @@ TEST_CASE("the logger writes stderr and the per-job file, created on the first l
     CHECK(mode_of(svm::path_join(log_dir, "nodeA")) == 0750);
     auto lines = lines_of(svm::read_file(file));
     REQUIRE(lines.size() == 4);
-    std::regex line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d test-prog\[\d+\] (info|error|debug): job 42 on nodeA: .*)");
+    std::regex line(
+        R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d test-prog\[\d+\] (info|error|debug): job 42 on nodeA: .*)");
     for (const auto& l : lines) CHECK(std::regex_match(l, line));
     CHECK(lines[0].find("] info: job 42 on nodeA: guest prepared on nodeA") != std::string::npos);
     CHECK(lines[1].find("] error: job 42 on nodeA: refused: the image {0} %s has a backing file") != std::string::npos);
@@ -286,7 +287,7 @@ TEST_CASE("sweep prunes per-job log files of ended jobs past their age, nothing 
         set_age_days(svm::path_join(d, n), 40);
     }
     set_age_days(svm::path_join(d, "job_2.log"), 5);  // recent
-    std::set<uint32_t> live = {3};                      // still running
+    std::set<uint32_t> live = {3};                    // still running
     auto would = svm::log::prune_job_logs(d, 30, live, ::time(nullptr), true);
     CHECK(would == std::vector<std::string>{"job_1.console.log", "job_1.log"});
     CHECK(svm::path_exists(svm::path_join(d, "job_1.log")));
@@ -320,7 +321,8 @@ TEST_CASE("AdminComment: this node's entry is merged, the rest is kept") {
     svm::Json rec = fields("{\"image\":\"/i.qcow2\",\"ready_ms\":900}");
     CHECK(svm::merge_node_record(root.get(), "node1", rec.get()));
     CHECK(svm::json_dump(root.get()) ==
-          "{\"site\":\"keep me\",\"slurm_vm\":{\"nodes\":{\"node1\":{\"image\":\"/i.qcow2\",\"ready_ms\":900}},\"v\":1}}");
+          "{\"site\":\"keep "
+          "me\",\"slurm_vm\":{\"nodes\":{\"node1\":{\"image\":\"/i.qcow2\",\"ready_ms\":900}},\"v\":1}}");
     CHECK_FALSE(svm::merge_node_record(root.get(), "node1", rec.get()));  // already there: nothing to write
 
     // Another node's entry stays; an error joins this node's record.

@@ -28,13 +28,15 @@ std::string make_layout(const std::string& dir, const std::vector<std::string>& 
         svm::run_checked({"tar", "-czf", tgz, "-C", layer_dirs[i], "."});
         std::string h = sha_file(tgz);
         svm::run_checked({"mv", tgz, layout + "/blobs/sha256/" + h});
-        layers += std::string(i ? "," : "") + R"({"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:)" + h + "\"}";
+        layers += std::string(i ? "," : "") +
+                  R"({"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:)" + h + "\"}";
     }
     std::string manifest = R"({"schemaVersion":2,"layers":[)" + layers + "]}";
     svm::write_file_atomic(dir + "/m.json", manifest);
     std::string mh = sha_file(dir + "/m.json");
     svm::run_checked({"mv", dir + "/m.json", layout + "/blobs/sha256/" + mh});
-    svm::write_file_atomic(layout + "/index.json", R"({"schemaVersion":2,"manifests":[{"digest":"sha256:)" + mh + "\"}]}");
+    svm::write_file_atomic(layout + "/index.json",
+                           R"({"schemaVersion":2,"manifests":[{"digest":"sha256:)" + mh + "\"}]}");
     return layout;
 }
 }  // namespace
@@ -48,8 +50,9 @@ TEST_CASE("oci: references", "[oci]") {
     CHECK(svm::skopeo_ref("docker://r.example/a/b@sha256:" + std::string(64, 'a')) ==
           "docker://r.example/a/b@sha256:" + std::string(64, 'a'));
     CHECK(svm::registry_of("docker://localhost:5000/svm/disk:v1") == "localhost:5000");
-    CHECK(svm::skopeo_message("time=\"2026-01-01T00:00:00Z\" level=fatal msg=\"Error parsing image name \\\"docker://r/x:v1\\\": "
-                              "manifest unknown\"\n") == "Error parsing image name \"docker://r/x:v1\": manifest unknown");
+    CHECK(svm::skopeo_message(
+              "time=\"2026-01-01T00:00:00Z\" level=fatal msg=\"Error parsing image name \\\"docker://r/x:v1\\\": "
+              "manifest unknown\"\n") == "Error parsing image name \"docker://r/x:v1\": manifest unknown");
     CHECK(svm::skopeo_message("plain error\n") == "plain error");
     for (std::string bad : {"docker://", "docker://noslash", "docker://r/a b", "docker://r/../x", "docker://r/a;rm",
                             "docker://r/a@sha256:zz", "docker:///abs", "docker://r/a/"}) {
@@ -65,7 +68,8 @@ TEST_CASE("oci: references", "[oci]") {
 
 TEST_CASE("oci: the configuration's oci object", "[oci]") {
     auto c = svm::parse_config(R"({"oci": {"cache_dir": "/var/lib/slurm-vm/%n/oci", "cache_max_gib": 3,
-                                   "insecure_registries": ["localhost:5000"]}})", "n1", "t");
+                                   "insecure_registries": ["localhost:5000"]}})",
+                               "n1", "t");
     CHECK(c.oci.cache_dir == "/var/lib/slurm-vm/n1/oci");
     CHECK(c.oci.cache_max_bytes == (3ULL << 30));
     CHECK(c.oci.insecure_registries == std::vector<std::string>{"localhost:5000"});
@@ -108,7 +112,9 @@ TEST_CASE("oci: the cache keeps its bound, the entries in use and the newest", "
         svm::mkdir_p(d + "/" + name);
         svm::write_file_atomic(d + "/" + name + "/disk.img", std::string(bytes, 'x'));
         svm::write_file_atomic(d + "/" + name + "/used", "0\n");
-        struct utimbuf t {used, used};
+        struct utimbuf t {
+            used, used
+        };
         ::utime((d + "/" + name + "/used").c_str(), &t);
         return d + "/" + name;
     };

@@ -44,7 +44,6 @@ struct HugeTree {
     }
 };
 
-
 bool validates(const std::string& xml) {
     svm::test::TempDir d_dir("svm-place");
     std::string d = d_dir.path();
@@ -134,8 +133,9 @@ TEST_CASE("hugepages: the free pages of the guest's NUMA node decide and memory 
     t.pool(0, 1048576, 16, 16);
     CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
                Catch::Contains("no hugetlbfs with 1 GiB pages is mounted"));
-    t.proc("mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
-                     "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1G 0 0\n");
+    t.proc("mounts",
+           "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
+           "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1G 0 0\n");
     CHECK(svm::hugetlbfs_mounted(root, 2048));  // no pagesize=: the default size
     b = svm::choose_memory_backing(root, "required", 1048576, 0, 9000);
     CHECK(b.page_kib == 1048576);
@@ -248,8 +248,11 @@ TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe s
 TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host order", "[placement]") {
     svm::DomainSpec s = base_spec();
     // Out of order on purpose: the companion before its GPU, node 1 before node 0.
-    s.hostdevs = {{"0000:d8:00.1", "companion", 1}, {"0000:d8:00.0", "gpu", 1}, {"0000:3b:00.0", "gpu", 0},
-                  {"0000:86:00.0", "gpu", 1},       {"0000:3c:01.2", "vf", 0}};
+    s.hostdevs = {{"0000:d8:00.1", "companion", 1},
+                  {"0000:d8:00.0", "gpu", 1},
+                  {"0000:3b:00.0", "gpu", 0},
+                  {"0000:86:00.0", "gpu", 1},
+                  {"0000:3c:01.2", "vf", 0}};
     std::string x = svm::domain_xml(s);
     INFO(x);
     CHECK(count(x, "model='pcie-root-port'") == 2);
@@ -258,16 +261,21 @@ TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host o
     // Node 0 first: root 1, upstream 2, downstream 3 (GPU 3b) and 4 (VF);
     // node 1: root 5, upstream 6, downstream 7 (d8, two functions) and 8 (86).
     CHECK(x.find("<controller type='pci' index='6' model='pcie-switch-upstream-port'>\n"
-                 "      <address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>") != std::string::npos);
+                 "      <address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/>") !=
+          std::string::npos);
     CHECK(x.find("bus='0x3c' slot='0x01' function='0x2'/></source>\n"
-                 "      <address type='pci' domain='0x0000' bus='0x04' slot='0x00' function='0x0'/>") != std::string::npos);
-    CHECK(x.find("bus='0xd8' slot='0x00' function='0x0'/></source>\n"
-                 "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x0' multifunction='on'/>") !=
+                 "      <address type='pci' domain='0x0000' bus='0x04' slot='0x00' function='0x0'/>") !=
+          std::string::npos);
+    CHECK(x.find(
+              "bus='0xd8' slot='0x00' function='0x0'/></source>\n"
+              "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x0' multifunction='on'/>") !=
           std::string::npos);
     CHECK(x.find("bus='0xd8' slot='0x00' function='0x1'/></source>\n"
-                 "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x1'/>") != std::string::npos);
+                 "      <address type='pci' domain='0x0000' bus='0x07' slot='0x00' function='0x1'/>") !=
+          std::string::npos);
     CHECK(x.find("bus='0x86' slot='0x00' function='0x0'/></source>\n"
-                 "      <address type='pci' domain='0x0000' bus='0x08' slot='0x00' function='0x0'/>") != std::string::npos);
+                 "      <address type='pci' domain='0x0000' bus='0x08' slot='0x00' function='0x0'/>") !=
+          std::string::npos);
     CHECK(validates(x));
     // Hugepages and the PCIe layout together still validate.
     s.hugepage_kib = 2048;
@@ -350,7 +358,8 @@ TEST_CASE("irq profiles follow the seed and unknown names are refused with the v
     CHECK(svm::irq_profile_names() == "default, latency, throughput");
     REQUIRE(svm::find_irq_profile("latency"));
     CHECK(svm::find_irq_profile("latency")->settings ==
-          std::vector<std::pair<std::string, std::string>>{{"adaptive-rx", "off"}, {"rx-usecs", "0"}, {"rx-frames", "1"}});
+          std::vector<std::pair<std::string, std::string>>{
+              {"adaptive-rx", "off"}, {"rx-usecs", "0"}, {"rx-frames", "1"}});
     CHECK(svm::find_irq_profile("throughput")->settings ==
           std::vector<std::pair<std::string, std::string>>{
               {"adaptive-rx", "on"}, {"rx-usecs-low", "40"}, {"rx-usecs-high", "1000"}, {"rx-frames", "88"}});
@@ -370,8 +379,8 @@ TEST_CASE("configuration: hugepages and hugepage_size_kib and irq_profile", "[pl
     CHECK(c.hugepages == "auto");
     CHECK(c.hugepage_size_kib == 0);
     CHECK(c.irq_profile == "default");
-    c = svm::parse_config(R"({"hugepages": "required", "hugepage_size_kib": 1048576, "irq_profile": "throughput"})", "n",
-                          "x");
+    c = svm::parse_config(R"({"hugepages": "required", "hugepage_size_kib": 1048576, "irq_profile": "throughput"})",
+                          "n", "x");
     CHECK(c.hugepages == "required");
     CHECK(c.hugepage_size_kib == 1048576);
     CHECK(c.irq_profile == "throughput");
@@ -401,10 +410,10 @@ TEST_CASE("the node configuration example and the new keys agree with etc/slurm-
         "errs = [d for d in good if list(v.iter_errors(d))] + [d for d in bad if not list(v.iter_errors(d))]\n"
         "print(errs)\n"
         "sys.exit(1 if errs else 0)\n";
-    auto r = svm::run({"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
-                       std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.schema.json",
-                       std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.json"},
-                      env);
+    auto r = svm::run(
+        {"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
+         std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.schema.json", std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.json"},
+        env);
     INFO(r.out << r.err);
     CHECK(r.ok());
 }
@@ -462,12 +471,15 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
     svm::mkdir_p(net + "/ib0/device", 0755);
     svm::write_file_atomic(net + "/ib0/address", "00:00:10:87:fe:80:00:00:00:00:00:00:02:00:00:00:12:34:00:03\n");
     svm::mkdir_p(d + "/bin", 0755);
-    svm::write_file_atomic(d + "/bin/ethtool",
-                           "#!/bin/sh\necho \"$*\" >>" + d + "/calls\n"
-                           "case \"$*\" in *adaptive-rx*) echo 'netlink error: Operation not supported' >&2; exit 1;; esac\n",
-                           0755);
+    svm::write_file_atomic(
+        d + "/bin/ethtool",
+        "#!/bin/sh\necho \"$*\" >>" + d +
+            "/calls\n"
+            "case \"$*\" in *adaptive-rx*) echo 'netlink error: Operation not supported' >&2; exit 1;; esac\n",
+        0755);
     std::string script = svm::seed_irq_script(vf_plan("latency", "infiniband"));
-    for (auto pos = script.find("/sys/class/net"); pos != std::string::npos; pos = script.find("/sys/class/net", pos + net.size()))
+    for (auto pos = script.find("/sys/class/net"); pos != std::string::npos;
+         pos = script.find("/sys/class/net", pos + net.size()))
         script.replace(pos, 14, net);
     std::string prelude = "log() { echo \"slurm-vm: $*\"; }\nPATH=" + d + "/bin:/usr/bin:/bin\n";
     auto r = svm::run({"/bin/sh", "-c", prelude + script + "echo after"});
@@ -479,11 +491,13 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
     std::string calls;
     svm::read_file_if_exists(d + "/calls", calls);
     CHECK(calls ==
-          "-C ib0 adaptive-rx off rx-usecs 0 rx-frames 1\n-C ib0 adaptive-rx off\n-C ib0 rx-usecs 0\n-C ib0 rx-frames 1\n");
+          "-C ib0 adaptive-rx off rx-usecs 0 rx-frames 1\n-C ib0 adaptive-rx off\n-C ib0 rx-usecs 0\n-C ib0 rx-frames "
+          "1\n");
     ::unlink((d + "/bin/ethtool").c_str());
     r = svm::run({"/bin/sh", "-c", "log() { echo \"slurm-vm: $*\"; }\nPATH=" + d + "/bin\n" + script + "echo after"});
-    CHECK(r.out == "slurm-vm: interrupt moderation profile latency not applied: ethtool is not installed in the image\n"
-                   "after\n");
+    CHECK(r.out ==
+          "slurm-vm: interrupt moderation profile latency not applied: ethtool is not installed in the image\n"
+          "after\n");
 }
 
 TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, and the plan says so", "[placement]") {
@@ -498,7 +512,8 @@ TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, an
     svm::plan_devices_of_guest(p, plan, pd);
     CHECK(p.numa_node == -1);
     CHECK(p.numa_nodes == std::vector<int>{0, 1});
-    CHECK(p.placement == "the devices sit on NUMA nodes 0,1: guest memory interleaved over them, vCPUs on their CPUs first");
+    CHECK(p.placement ==
+          "the devices sit on NUMA nodes 0,1: guest memory interleaved over them, vCPUs on their CPUs first");
     auto q = svm::JobPlan::from_json(p.to_json(), "plan");
     CHECK(q.numa_nodes == p.numa_nodes);
     CHECK(q.placement == p.placement);

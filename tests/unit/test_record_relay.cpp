@@ -48,8 +48,8 @@ TEST_CASE("1,000 nodes' entries arriving at once all end up in one record", "[re
         });
     for (auto& s : senders) s.join();
     CHECK(c.complete());
-    CHECK_FALSE(c.add("stranger", "{}"));  // not a node of the job
-    CHECK_FALSE(c.add("n1", "[1]"));       // not an object
+    CHECK_FALSE(c.add("stranger", "{}"));                                       // not a node of the job
+    CHECK_FALSE(c.add("n1", "[1]"));                                            // not an object
     CHECK(c.add("n7", R"({"error":"the guest on n7 shut down or crashed"})"));  // beside its ready record
     // The site's own keys and a requeued run's stale entry: kept, replaced.
     Json root = parse_admin_comment(R"({"site":"keep","slurm_vm":{"v":1,"nodes":{"n5":{"error":"old run"}}}})");
@@ -66,8 +66,9 @@ TEST_CASE("1,000 nodes' entries arriving at once all end up in one record", "[re
 }
 
 TEST_CASE("only root's munge credentials are entries", "[record]") {
-    std::string ok = "STATUS:          Success (0)\nENCODE_HOST:     h (1.2.3.4)\nUID:             root (0)\n"
-                     "GID:             root (0)\nLENGTH:          30\n\n{\"node\":\"n2\",\"fields\":\"{}\"}";
+    std::string ok =
+        "STATUS:          Success (0)\nENCODE_HOST:     h (1.2.3.4)\nUID:             root (0)\n"
+        "GID:             root (0)\nLENGTH:          30\n\n{\"node\":\"n2\",\"fields\":\"{}\"}";
     auto e = entry_of_unmunge(ok);
     REQUIRE(e);
     CHECK(e->node == "n2");

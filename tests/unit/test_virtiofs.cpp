@@ -63,8 +63,10 @@ std::string status_line(pid_t pid, const std::string& key) {
 TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for libvirt", "[virtiofs]") {
     svm::DomainSpec s = share_domain();
     std::string x = svm::domain_xml(s);
-    CHECK(x.find("<driver type='virtiofs' queue='1024'/>\n      <source socket='/run/slurm-vm/node1/job_42/share0.sock'/>\n"
-                 "      <target dir='svmshare0'/>") != std::string::npos);
+    CHECK(
+        x.find(
+            "<driver type='virtiofs' queue='1024'/>\n      <source socket='/run/slurm-vm/node1/job_42/share0.sock'/>\n"
+            "      <target dir='svmshare0'/>") != std::string::npos);
     CHECK(x.find("<source type='memfd'/>\n    <access mode='shared'/>") != std::string::npos);
     // The user's directory is never named to libvirt or QEMU.
     CHECK(x.find("/home/alice'") == std::string::npos);
@@ -83,7 +85,8 @@ TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for 
     for (auto& sh : s.shares) sh.socket.clear();
     s.hugepage_kib = 0;
     x = svm::domain_xml(s);
-    CHECK(x.find("<filesystem type='mount' accessmode='squash'>\n      <source dir='/home/alice'/>") != std::string::npos);
+    CHECK(x.find("<filesystem type='mount' accessmode='squash'>\n      <source dir='/home/alice'/>") !=
+          std::string::npos);
     CHECK(x.find("memoryBacking") == std::string::npos);
     validates(x);
 }
@@ -116,8 +119,7 @@ TEST_CASE("configuration: shares_via and virtiofsd", "[virtiofs]") {
     CHECK(svm::parse_config(R"({"shares_via": "9p"})", "n1", "t").shares_via == "9p");
     CHECK_THROWS_WITH(svm::parse_config(R"({"shares_via": "nfs"})", "n1", "t"),
                       Catch::Contains("\"shares_via\" must be \"virtiofs\" or \"9p\""));
-    CHECK_THROWS_WITH(svm::parse_config(R"({"virtiofsd": "virtiofsd"})", "n1", "t"),
-                      Catch::Contains("absolute path"));
+    CHECK_THROWS_WITH(svm::parse_config(R"({"virtiofsd": "virtiofsd"})", "n1", "t"), Catch::Contains("absolute path"));
     CHECK_THROWS_WITH(svm::find_virtiofsd("/nonexistent/virtiofsd"), Catch::Contains("is not an executable"));
 }
 
@@ -173,8 +175,8 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     REQUIRE(::mkdir(share.c_str(), 0700) == 0);
     REQUIRE(::chown(share.c_str(), uid, gid) == 0);
     std::string binary = svm::find_virtiofsd("");
-    svm::VirtiofsdSpec s{binary, share, svm::virtiofsd_mark(42, 0), uid, gid, {gid}, job_gid,
-                         svm::virtiofsd_kind(binary)};
+    svm::VirtiofsdSpec s{binary, share,   svm::virtiofsd_mark(42, 0), uid, gid,
+                         {gid},  job_gid, svm::virtiofsd_kind(binary)};
     svm::UniqueFd log(::open((d + "/log").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
     pid_t pid = svm::start_virtiofsd(s, d + "/s.sock", log.get());
     // Until it has exec'd, /proc shows the keeper's image.
@@ -183,7 +185,8 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
          ++i)
         ::usleep(10000);
     INFO(svm::read_file(d + "/log"));
-    CHECK(svm::read_file("/proc/" + std::to_string(pid) + "/cmdline").rfind("slurm-vm-virtiofsd:job=42:share=0:", 0) == 0);
+    CHECK(svm::read_file("/proc/" + std::to_string(pid) + "/cmdline").rfind("slurm-vm-virtiofsd:job=42:share=0:", 0) ==
+          0);
     CHECK(status_line(pid, "Uid:") == "65534 65534 65534 65534");
     CHECK(status_line(pid, "Gid:") == "65534 65534 65534 65534");
     // Its user namespace is root's, not the user's.

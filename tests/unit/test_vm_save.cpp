@@ -17,7 +17,6 @@ namespace {
 using svm::test::reason_of;
 constexpr uid_t kNobody = 65534;
 
-
 std::string sha_of(const std::string& path) {
     return svm::run_checked({"/bin/sh", "-c", "sha256sum < " + svm::shell_quote(path)});
 }
@@ -95,8 +94,10 @@ TEST_CASE("vm save: overlay and base become the user's standalone image", "[save
         std::string info = svm::run_checked({"qemu-img", "info", "-U", "--output=json", p.save_path});
         CHECK(info.find("\"format\": \"qcow2\"") != std::string::npos);
         CHECK(info.find("backing") == std::string::npos);
-        CHECK(svm::run({"qemu-io", "-f", "qcow2", "-c", "read -P 0x11 0 1M", p.save_path}).out.find("Pattern verification failed") == std::string::npos);
-        CHECK(svm::run({"qemu-io", "-f", "qcow2", "-c", "read -P 0x22 4M 1M", p.save_path}).out.find("Pattern verification failed") == std::string::npos);
+        CHECK(svm::run({"qemu-io", "-f", "qcow2", "-c", "read -P 0x11 0 1M", p.save_path})
+                  .out.find("Pattern verification failed") == std::string::npos);
+        CHECK(svm::run({"qemu-io", "-f", "qcow2", "-c", "read -P 0x22 4M 1M", p.save_path})
+                  .out.find("Pattern verification failed") == std::string::npos);
         CHECK(sha_of(base) == base_sha);  // the user's image is only read
         CHECK(!svm::path_exists(svm::save_temp_path(p.save_path, 7)));
         // An existing file is replaced.
