@@ -1,6 +1,6 @@
 // The SPANK plugin's logic, free of Slurm. spank/ is a shim: it turns Slurm's
 // calls into these functions and implements PluginHost over spank_t; the unit
-// tests implement PluginHost with a fake (tests/unit/test_plugin.cpp).
+// tests implement PluginHost with a fake (lib/job/tests/test_plugin.cpp).
 //
 //   submit (sbatch/salloc/srun, as the user): check the request, pass it on
 //     to the job's prolog and epilog through the job control environment.
