@@ -156,6 +156,8 @@ bool has_group_entry(const std::string& path, gid_t gid) {
 std::vector<gid_t> group_entries(const std::string& path) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return {};
+    // A file system without POSIX ACLs holds no entries.
+    if (::getxattr(path.c_str(), kXattr, nullptr, 0) < 0 && errno == EOPNOTSUPP) return {};
     std::vector<gid_t> out;
     for (const auto& e : read_acl(path))
         if (e.tag == GROUP) out.push_back(static_cast<gid_t>(e.id));
