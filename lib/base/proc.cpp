@@ -247,7 +247,8 @@ std::string run_checked(const std::vector<std::string>& argv, const RunOptions& 
     return r.out;
 }
 
-RunResult run_function(const std::function<int(int out_fd)>& fn, const std::optional<Credentials>& as, int timeout_ms) {
+namespace {
+RunResult run_in_child(const std::function<int(int out_fd)>& fn, const Credentials* as, int timeout_ms) {
     int outp[2], errp[2];
     if (::pipe2(outp, O_CLOEXEC) || ::pipe2(errp, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
     pid_t pid = ::fork();
@@ -274,6 +275,15 @@ RunResult run_function(const std::function<int(int out_fd)>& fn, const std::opti
     ::close(outp[1]);
     ::close(errp[1]);
     return collect(pid, -1, outp[0], errp[0], "", timeout_ms);
+}
+}  // namespace
+
+RunResult run_function(const std::function<int(int out_fd)>& fn, int timeout_ms) {
+    return run_in_child(fn, nullptr, timeout_ms);
+}
+
+RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms) {
+    return run_in_child(fn, &as, timeout_ms);
 }
 
 std::vector<std::string> inherited_env(std::initializer_list<const char*> names) {

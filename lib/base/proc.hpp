@@ -47,17 +47,13 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts = {})
 // Like run, but throws svm::Error with the command's stderr when it fails.
 std::string run_checked(const std::vector<std::string>& argv, const RunOptions& opts = {});
 
-// Forks, drops to `as` in the child (when given) and runs `fn` there; the
-// child's return value (0..255) and its stdout/stderr are returned, an
-// exception's message on its stderr. The callback may write a result to the
-// given fd (a pipe read back into RunResult::out). For single-threaded
-// callers: the child allocates.
-RunResult run_function(const std::function<int(int out_fd)>& fn, const std::optional<Credentials>& as,
-                       int timeout_ms = 60000);
-inline RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn,
-                                 int timeout_ms = 60000) {
-    return run_function(fn, as, timeout_ms);
-}
+// Forks and runs `fn` in the child; the child's return value (0..255) and
+// its stdout/stderr are returned, an exception's message on its stderr. The
+// callback may write a result to the given fd (a pipe read back into
+// RunResult::out). For single-threaded callers: the child allocates.
+RunResult run_function(const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
+// The same with the child dropped to `as` first.
+RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
 
 // Drops privileges of the current process for good (setgroups, setresgid, setresuid).
 void drop_privileges(const Credentials& as);

@@ -79,7 +79,7 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
                     char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, "qemu", 0);
                     return caps ? 0 : 1;
                 },
-                std::nullopt, 300000);
+                300000);
             if (r.status != 0 || list_dir(src).empty())
                 SVM_THROW("probing QEMU's capabilities in " + cache_root + " failed (is " +
                           "qemu-system-x86_64 installed and runnable?)");
