@@ -221,8 +221,9 @@ int sweep_device_grants(const NodeArgs& a, const NodeConfig& c, const std::strin
             continue;
         }
         try {
-            revoke_group(g.path, c.job_gid(g.job_id));
-            std::printf("%s: %s: entry of ended job %u removed\n", node.c_str(), g.path.c_str(), g.job_id);
+            // (Its ledger, undone above, may have taken it back already.)
+            if (revoke_group(g.path, c.job_gid(g.job_id)))
+                std::printf("%s: %s: entry of ended job %u removed\n", node.c_str(), g.path.c_str(), g.job_id);
         } catch (const Error& e) {
             rc = 1;
             std::fprintf(stderr, "%s: %s: %s\n", node.c_str(), g.path.c_str(), e.chain().c_str());

@@ -136,15 +136,17 @@ void grant_user(const std::string& path, uid_t uid, unsigned perm) {
     set_entry(path, USER, static_cast<uint32_t>(uid), perm);
 }
 
-void revoke_group(const std::string& path, gid_t gid) {
+bool revoke_group(const std::string& path, gid_t gid) {
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return;
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return false;
     AclLock lock;
     std::vector<Entry> acl = read_acl(path);
     auto before = acl.size();
     acl.erase(std::remove_if(acl.begin(), acl.end(), [&](const Entry& e) { return e.tag == GROUP && e.id == gid; }),
               acl.end());
-    if (acl.size() != before) write_acl(path, acl);
+    if (acl.size() == before) return false;
+    write_acl(path, acl);
+    return true;
 }
 
 bool has_group_entry(const std::string& path, gid_t gid) {

@@ -12,8 +12,9 @@ namespace svm {
 
 // Adds (or replaces) the entry "group:<gid>:rw-" on path's access ACL.
 void grant_group_rw(const std::string& path, gid_t gid);
-// Removes that entry (nothing to do when it is absent or path is gone).
-void revoke_group(const std::string& path, gid_t gid);
+// Removes that entry (nothing to do when it is absent or path is gone);
+// whether there was one to remove.
+bool revoke_group(const std::string& path, gid_t gid);
 // Adds (or replaces) "user:<uid>:<perm>" (perm: rwx bits, 0-7): the job's
 // user reaching into root's job directory, or reading one root-owned file.
 void grant_user(const std::string& path, uid_t uid, unsigned perm);

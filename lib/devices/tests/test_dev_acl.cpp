@@ -42,7 +42,7 @@ TEST_CASE("a job's group gets read/write on a 0600 device node and loses it agai
     CHECK_FALSE(svm::accessible_rw_as(dev, kNobodyish, kOtherJobGid));  // another job's group: no
 
     svm::grant_group_rw(dev, kOtherJobGid);
-    svm::revoke_group(dev, kJobGid);
+    CHECK(svm::revoke_group(dev, kJobGid));  // there was one to remove
     CHECK_FALSE(svm::accessible_rw_as(dev, kNobodyish, kJobGid));
     CHECK(svm::accessible_rw_as(dev, kNobodyish, kOtherJobGid));  // the other job keeps its entry
 
@@ -54,7 +54,7 @@ TEST_CASE("a job's group gets read/write on a 0600 device node and loses it agai
     REQUIRE(stat(dev.c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0600);
 
-    svm::revoke_group(dev, kJobGid);  // idempotent
+    CHECK_FALSE(svm::revoke_group(dev, kJobGid));  // idempotent: nothing to remove
     svm::remove_tree(tmp.path());
     svm::revoke_group(dev, kJobGid);  // the device is gone: nothing to do
 }
