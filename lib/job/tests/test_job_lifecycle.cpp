@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,6 +78,24 @@ struct HookReset {
     ~HookReset() { svm::Ledger::set_record_hook_for_tests(nullptr); }
 };
 
+// While it lives, the ledger's nth record from now (1: the first) calls
+// act, which throws: a step failing, or the prolog dying, right there.
+class AtRecord {
+public:
+    AtRecord(size_t n, std::function<void(const svm::LedgerEntry&)> act) {
+        svm::Ledger::set_record_hook_for_tests(
+            [n, act = std::move(act), seen = size_t{0}](const svm::LedgerEntry& e) mutable {
+                if (++seen == n) act(e);
+            });
+    }
+
+private:
+    HookReset reset_;
+};
+
+// Not an svm::Error: past the prolog's rollback point, like the process ending there.
+void die(const svm::LedgerEntry&) { throw std::runtime_error("the prolog died"); }
+
 // The kinds a full preparation records, in order.
 std::vector<std::string> recorded_kinds(Node& n) {
     std::vector<std::string> kinds;
@@ -115,11 +134,8 @@ TEST_CASE("job lifecycle: a step failing after any record is rolled back by the 
     REQUIRE(svm::teardown_job(n.cfg, kJob).empty());
     for (size_t fail_at = 1; fail_at <= total; ++fail_at) {
         CAPTURE(fail_at);
-        HookReset reset;
-        size_t seen = 0;
-        svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry& e) {
-            if (++seen == fail_at) SVM_THROW("injected failure after recording " + e.kind);
-        });
+        AtRecord fail(fail_at,
+                      [](const svm::LedgerEntry& e) { SVM_THROW("injected failure after recording " + e.kind); });
         std::string err = svm::test::error_of([&] { svm::prepare_job(n.cfg, n.req); });
         CHECK(err.find("injected failure") != std::string::npos);  // the node's fault: it drains
         CHECK(n.leftovers() == "");
@@ -134,12 +150,7 @@ TEST_CASE("job lifecycle: a prolog dying after any record leaves what the epilog
     for (size_t die_at = 1; die_at <= total; ++die_at) {
         CAPTURE(die_at);
         {
-            HookReset reset;
-            size_t seen = 0;
-            svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry&) {
-                // Not an svm::Error: past the rollback point, like the process ending there.
-                if (++seen == die_at) throw std::runtime_error("the prolog died");
-            });
+            AtRecord crash(die_at, die);
             CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
         }
         CHECK(svm::path_exists(n.cfg.ledger_path(kJob)));  // what it did is on record
@@ -154,11 +165,7 @@ TEST_CASE("job lifecycle: a prolog run again for the same job (requeue) first un
     REQUIRE(geteuid() == 0);
     Node n;
     {
-        HookReset reset;
-        size_t seen = 0;
-        svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry&) {
-            if (++seen == 3) throw std::runtime_error("the prolog died");
-        });
+        AtRecord crash(3, die);
         CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
     }
     CHECK(n.leftovers() != "");
