@@ -206,6 +206,59 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
     return collect(pid, pp.in[1], pp.out[0], pp.err[0], opts.stdin_data, opts.timeout_ms);
 }
 
+namespace {
+// The child's half of spawn: async-signal-safe calls only.
+[[noreturn]] void spawn_fail(const SpawnOptions& o, const char* what) {
+    int e = errno;
+    if (!o.exec_error.empty()) {
+        const char* why = ::strerrordesc_np(e);
+        (void)!::write(2, o.exec_error.data(), o.exec_error.size());
+        (void)!::write(2, what, std::strlen(what));
+        (void)!::write(2, why ? why : "unknown error", why ? std::strlen(why) : 13);
+        (void)!::write(2, "\n", 1);
+    }
+    _exit(o.exec_failure_status);
+}
+
+void spawn_redirect(int fd, int target) {
+    if (fd == -1 || fd == target) return;
+    int src = fd == SpawnOptions::kNull ? ::open("/dev/null", O_RDWR) : fd;
+    if (src >= 0) ::dup2(src, target);
+    if (fd == SpawnOptions::kNull && src > 2) ::close(src);
+}
+
+[[noreturn]] void spawn_child(const SpawnOptions& o, char* const* argv, char* const* envp) {
+    for (int s : o.ignored_signals) ::signal(s, SIG_IGN);
+    for (int s : o.default_signals) ::signal(s, SIG_DFL);
+    spawn_redirect(o.stdin_fd, 0);
+    spawn_redirect(o.stdout_fd, 1);
+    spawn_redirect(o.stderr_fd, 2);
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) {
+        if (o.cwd_missing_note.empty()) spawn_fail(o, "chdir: ");
+        (void)!::write(2, o.cwd_missing_note.data(), o.cwd_missing_note.size());
+    }
+    ::execvpe(argv[0], argv, envp);
+    spawn_fail(o, "");
+}
+}  // namespace
+
+pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts) {
+    if (argv.empty() || argv[0].empty()) SVM_THROW("spawn: empty command");
+    std::vector<char*> cargv;  // built before fork: nothing is allocated after it
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    std::vector<char*> cenv;
+    if (opts.env) {
+        for (const auto& e : *opts.env) cenv.push_back(const_cast<char*>(e.c_str()));
+        cenv.push_back(nullptr);
+    }
+    char* const* envp = opts.env ? cenv.data() : environ;
+    pid_t pid = ::fork();
+    if (pid < 0) SVM_THROW_ERRNO("fork");
+    if (pid == 0) spawn_child(opts, cargv.data(), envp);
+    return pid;
+}
+
 void spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
     if (argv.empty() || argv[0].empty() || argv[0][0] != '/') SVM_THROW("spawn_detached: not an absolute path");
     std::vector<char*> cargv;  // built before fork: nothing is allocated after it

@@ -55,6 +55,32 @@ RunResult run_function(const std::function<int(int out_fd)>& fn, int timeout_ms 
 // The same with the child dropped to `as` first.
 RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
 
+// A program started as a child of this process, everything it needs prepared
+// before fork: between fork and exec the child makes only async-signal-safe
+// calls (it allocates nothing), so threaded callers may use it. Signal
+// dispositions and the mask are inherited except as listed (exec resets
+// handled signals to their default).
+struct SpawnOptions {
+    static constexpr int kNull = -2;              // a descriptor: /dev/null
+    std::optional<std::vector<std::string>> env;  // the full environment; nullopt: this process's
+    std::string cwd;                              // empty: this process's
+    // When cwd cannot be entered: this note on stderr, and the child stays
+    // where it is; empty: the child fails (below).
+    std::string cwd_missing_note;
+    int stdin_fd = -1;  // dup2'd to 0, 1, 2 (kNull: /dev/null); -1: inherited
+    int stdout_fd = -1;
+    int stderr_fd = -1;
+    std::vector<int> ignored_signals;  // SIG_IGN in the child
+    std::vector<int> default_signals;  // SIG_DFL in the child
+    // When exec (or entering cwd) fails: the child writes this followed by the
+    // reason on stderr (nothing when empty) and exits with exec_failure_status.
+    std::string exec_error;
+    int exec_failure_status = 127;
+};
+// Starts argv (argv[0] looked up in PATH when it has no slash); returns the
+// child's pid, for the caller to wait for. Throws when fork fails.
+pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
+
 // Drops privileges of the current process for good (setgroups, setresgid, setresuid).
 void drop_privileges(const Credentials& as);
 

@@ -17,6 +17,7 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_signals.hpp"
+#include "proc.hpp"
 
 namespace svm {
 
@@ -53,6 +54,32 @@ read -r rc <&6
 exit "${rc:-1}"
 )SHIM";
 }
+
+namespace {
+// How the host's srun runs for the guest: in the batch step's environment
+// (srun starts a step of this job) less the plugin's own variables of the
+// batch task, in the guest's working directory when the host has it.
+SpawnOptions srun_spawn_options(const std::string& cwd, int out_fd, int err_fd) {
+    SpawnOptions o;
+    o.env.emplace();
+    for (char** e = environ; *e; ++e) {
+        std::string v(*e);
+        bool ours = false;
+        for (const char* name : {"SLURM_VM_PLAN=", "SLURM_VM_BATCH=", "SLURM_VM_ARGV0=", "SLURM_VM_PREPENDED="})
+            ours = ours || v.rfind(name, 0) == 0;
+        if (!ours) o.env->push_back(std::move(v));
+    }
+    o.cwd = cwd;
+    o.cwd_missing_note = "srun: slurm-vm: " + cwd + " does not exist on the host; running in the job's directory\n";
+    o.stdin_fd = SpawnOptions::kNull;
+    o.stdout_fd = out_fd;
+    o.stderr_fd = err_fd;
+    o.default_signals = forwarded_signals();
+    o.default_signals.push_back(SIGPIPE);
+    o.exec_error = "srun: slurm-vm: cannot run srun on the host: ";
+    return o;
+}
+}  // namespace
 
 struct SrunRelay::Run {
     pid_t pid = -1;
@@ -160,6 +187,29 @@ void SrunRelay::serve() {
     }
 }
 
+namespace {
+// The request's n NUL-terminated fields (the working directory, then srun's
+// arguments); nullopt when the peer goes away or sends more than 8 MiB.
+std::optional<std::vector<std::string>> read_fields(int fd, long n) {
+    std::vector<std::string> fields;
+    std::string cur;
+    size_t total = 0;
+    char c;
+    while (static_cast<long>(fields.size()) < n) {
+        ssize_t r = ::read(fd, &c, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || ++total > (8u << 20)) return std::nullopt;
+        if (c == '\0') {
+            fields.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    return fields;
+}
+}  // namespace
+
 void SrunRelay::handle(int fd) {
     std::string line;
     if (!read_line(fd, line)) return;
@@ -171,83 +221,11 @@ void SrunRelay::handle(int fd) {
             write_all(fd, "ERR bad request\n");
             return;
         }
-        std::vector<std::string> fields;
-        std::string cur;
-        size_t total = 0;
-        char c;
-        while (static_cast<long>(fields.size()) < n) {
-            ssize_t r = ::read(fd, &c, 1);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0 || ++total > (8u << 20)) return;
-            if (c == '\0') {
-                fields.push_back(cur);
-                cur.clear();
-            } else {
-                cur += c;
-            }
-        }
-        int out[2], err[2];
-        if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-            write_all(fd, "ERR cannot create pipes\n");
-            return;
-        }
-        auto run = std::make_shared<Run>();
-        run->pid = ::fork();
-        if (run->pid == 0) {
-            // The batch step's environment is ours: srun starts a step of this job.
-            if (::chdir(fields[0].c_str()) != 0) {
-                std::fprintf(stderr, "srun: slurm-vm: %s does not exist on the host; running in the job's directory\n",
-                             fields[0].c_str());
-            }
-            int null = ::open("/dev/null", O_RDONLY);
-            ::dup2(null, 0);
-            ::dup2(out[1], 1);
-            ::dup2(err[1], 2);
-            for (int sig : forwarded_signals()) ::signal(sig, SIG_DFL);
-            ::signal(SIGPIPE, SIG_DFL);
-            // The plugin's own variables of the batch task are not the step's.
-            for (const char* v : {"SLURM_VM_PLAN", "SLURM_VM_BATCH", "SLURM_VM_ARGV0", "SLURM_VM_PREPENDED"})
-                ::unsetenv(v);
-            std::vector<char*> argv;
-            std::string srun = "srun";
-            argv.push_back(srun.data());
-            for (size_t i = 1; i < fields.size(); ++i) argv.push_back(fields[i].data());
-            argv.push_back(nullptr);
-            ::execvp("srun", argv.data());
-            std::fprintf(stderr, "srun: slurm-vm: cannot run srun on the host: %s\n", std::strerror(errno));
-            _exit(127);
-        }
-        ::close(out[1]);
-        ::close(err[1]);
-        if (run->pid < 0) {
-            ::close(out[0]);
-            ::close(err[0]);
-            write_all(fd, "ERR cannot fork\n");
-            return;
-        }
-        run->out_fd = out[0];
-        run->err_fd = err[0];
-        std::string token = new_token();
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            runs_[token] = run;
-        }
-        std::thread([run] {
-            int st = 0;
-            while (::waitpid(run->pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            std::lock_guard<std::mutex> g(run->mu);
-            run->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            run->done = true;
-            run->cv.notify_all();
-        }).detach();
-        if (!write_all(fd, "OK " + token + "\n")) ::kill(run->pid, SIGTERM);
-        pump(run->out_fd, fd);
-        ::close(run->out_fd);
+        if (auto fields = read_fields(fd, n)) run_srun(fd, *fields);
         return;
     }
-    std::shared_ptr<Run> run;
     std::string token = arg.substr(0, arg.find(' '));
+    std::shared_ptr<Run> run;
     {
         std::lock_guard<std::mutex> g(mu_);
         auto it = runs_.find(token);
@@ -272,6 +250,51 @@ void SrunRelay::handle(int fd) {
         std::lock_guard<std::mutex> g(run->mu);
         if (sig && !run->done) ::kill(run->pid, sig);
     }
+}
+
+// SRUN: starts the host's srun, answers "OK <token>" (the token names the run
+// for STDERR, WAIT and SIGNAL) and pumps its stdout to the guest.
+void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+        write_all(fd, "ERR cannot create pipes\n");
+        return;
+    }
+    auto run = std::make_shared<Run>();
+    std::vector<std::string> argv{"srun"};
+    argv.insert(argv.end(), fields.begin() + 1, fields.end());
+    try {
+        run->pid = spawn(argv, srun_spawn_options(fields[0], out[1], err[1]));
+    } catch (const Error&) {
+        run->pid = -1;
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    if (run->pid < 0) {
+        ::close(out[0]);
+        ::close(err[0]);
+        write_all(fd, "ERR cannot fork\n");
+        return;
+    }
+    run->out_fd = out[0];
+    run->err_fd = err[0];
+    std::string token = new_token();
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        runs_[token] = run;
+    }
+    std::thread([run] {
+        int st = 0;
+        while (::waitpid(run->pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        std::lock_guard<std::mutex> g(run->mu);
+        run->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        run->done = true;
+        run->cv.notify_all();
+    }).detach();
+    if (!write_all(fd, "OK " + token + "\n")) ::kill(run->pid, SIGTERM);
+    pump(run->out_fd, fd);
+    ::close(run->out_fd);
 }
 
 }  // namespace svm

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,7 @@ private:
     struct Run;
     void serve();
     void handle(int fd);
+    void run_srun(int fd, const std::vector<std::string>& fields);
     std::string dir_, socket_;
     int listen_fd_ = -1;
     int stop_pipe_[2] = {-1, -1};

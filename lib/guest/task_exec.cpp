@@ -25,15 +25,6 @@ namespace svm {
 
 namespace {
 
-// argv as execvp wants it: built before fork (nothing is allocated after
-// fork: the srun relay's thread may hold the allocator's lock).
-std::vector<char*> c_argv(const std::vector<std::string>& args) {
-    std::vector<char*> v;
-    for (const auto& a : args) v.push_back(const_cast<char*>(a.c_str()));
-    v.push_back(nullptr);
-    return v;
-}
-
 pid_t g_child = 0;
 int g_signal_pipe[2] = {-1, -1};
 
@@ -63,37 +54,35 @@ pid_t relay_signal(const JobPlan& p, const std::string& self, const std::string&
     std::vector<std::string> args = ssh_argv(p, self, false);
     args.push_back("--");
     args.push_back(remote_signal_command(pid_file, name));
-    std::vector<char*> cargv = c_argv(args);
-    pid_t h = ::fork();
-    if (h != 0) return h;
-    ignore_job_signals();
-    int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) {
-        ::dup2(null, 0);
-        ::dup2(null, 1);
+    SpawnOptions o;
+    o.stdin_fd = o.stdout_fd = SpawnOptions::kNull;
+    o.ignored_signals = forwarded_signals();
+    o.exec_failure_status = 255;
+    try {
+        return spawn(args, o);
+    } catch (const Error&) {
+        return -1;
     }
-    ::execvp("ssh", cargv.data());
-    _exit(255);
 }
 
 // Starts ssh with `args`; the batch script goes to its stdin through the
 // returned descriptor (-1 otherwise).
 int start_ssh(const std::vector<std::string>& args, bool batch, uint32_t job_id) {
     int in_pipe[2] = {-1, -1};
-    if (batch && ::pipe(in_pipe) != 0) SVM_THROW_ERRNO("pipe");
-    std::vector<char*> cargv = c_argv(args);
-    g_child = ::fork();
-    if (g_child < 0) SVM_THROW_ERRNO("fork");
-    if (g_child == 0) {
-        ignore_job_signals();
+    if (batch && ::pipe2(in_pipe, O_CLOEXEC) != 0) SVM_THROW_ERRNO("pipe");
+    SpawnOptions o;
+    o.stdin_fd = in_pipe[0];  // -1 when not batch: inherited
+    o.ignored_signals = forwarded_signals();
+    o.exec_error = "slurm-vm: job " + std::to_string(job_id) + ": cannot run ssh: ";
+    o.exec_failure_status = 255;
+    try {
+        g_child = spawn(args, o);
+    } catch (...) {
         if (batch) {
-            ::dup2(in_pipe[0], 0);
             ::close(in_pipe[0]);
             ::close(in_pipe[1]);
         }
-        ::execvp("ssh", cargv.data());
-        std::fprintf(stderr, "slurm-vm: job %u: cannot run ssh: %s\n", job_id, std::strerror(errno));
-        _exit(255);
+        throw;
     }
     if (batch) ::close(in_pipe[0]);
     return in_pipe[1];

@@ -1,4 +1,7 @@
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "catch.hpp"
@@ -55,6 +58,85 @@ TEST_CASE("run captures output, status and stdin, and times out") {
     auto t = svm::run({"/bin/sleep", "5"}, o);
     CHECK(t.timed_out);
     CHECK_THROWS_AS(svm::run_checked({"/bin/false"}), svm::Error);
+}
+
+namespace {
+// Runs `argv` through spawn with stdout and stderr on pipes; returns
+// {status, out, err} once it exits.
+struct Spawned {
+    int status = -1;
+    std::string out, err;
+};
+std::string drain(int fd) {
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return s;
+}
+Spawned spawned(const std::vector<std::string>& argv, svm::SpawnOptions o) {
+    int out[2], err[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    o.stdout_fd = out[1];
+    o.stderr_fd = err[1];
+    pid_t pid = svm::spawn(argv, o);
+    ::close(out[1]);
+    ::close(err[1]);
+    Spawned r;
+    r.out = drain(out[0]);
+    r.err = drain(err[0]);
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+}
+}  // namespace
+
+TEST_CASE("spawn: environment, directory, descriptors, signals and exec failure as asked", "[proc]") {
+    svm::test::TempDir tmp("svm-spawn");
+    svm::SpawnOptions o;
+    o.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "ONLY=this"};
+    o.cwd = tmp.path();
+    o.stdin_fd = svm::SpawnOptions::kNull;
+    o.ignored_signals = {SIGUSR1};
+    // Found through PATH; the environment is the one given; stdin is /dev/null.
+    ::setenv("SVM_SPAWN_TEST_INHERITED", "1", 1);
+    auto r =
+        spawned({"sh", "-c", "echo $ONLY ${SVM_SPAWN_TEST_INHERITED:-none}; pwd; cat; kill -USR1 $$; echo alive"}, o);
+    ::unsetenv("SVM_SPAWN_TEST_INHERITED");
+    CHECK(r.status == 0);
+    CHECK(r.out == "this none\n" + tmp.path() + "\nalive\n");
+
+    // A directory that cannot be entered: the note, and the child runs where it was.
+    o.cwd = tmp.path() + "/missing";
+    o.cwd_missing_note = "no such directory here\n";
+    r = spawned({"sh", "-c", "echo ran"}, o);
+    CHECK(r.status == 0);
+    CHECK(r.out == "ran\n");
+    CHECK(r.err == "no such directory here\n");
+    // Without a note the child fails instead, saying why.
+    o.cwd_missing_note.clear();
+    o.exec_error = "test: ";
+    r = spawned({"sh", "-c", "echo ran"}, o);
+    CHECK(r.status == 127);
+    CHECK(r.out.empty());
+    CHECK(r.err == "test: chdir: No such file or directory\n");
+
+    // exec fails: the sentence and the status asked for.
+    o.cwd.clear();
+    o.exec_error = "slurm-vm: cannot run it: ";
+    o.exec_failure_status = 255;
+    r = spawned({"no-such-program-anywhere"}, o);
+    CHECK(r.status == 255);
+    CHECK(r.err == "slurm-vm: cannot run it: No such file or directory\n");
+
+    // A signal set back to its default ends the child.
+    o.ignored_signals.clear();
+    o.default_signals = {SIGUSR1};
+    r = spawned({"sh", "-c", "kill -USR1 $$; echo alive"}, o);
+    CHECK(r.status == 128 + SIGUSR1);
 }
 
 TEST_CASE("shell_quote survives single quotes") {

@@ -21,12 +21,16 @@ TEST_CASE("srun in the guest runs through the relay: arguments, directory, outpu
     svm::mkdir_p(dir + "/bin");
     svm::mkdir_p(dir + "/work dir");
     svm::write_file_atomic(dir + "/bin/srun",
-                           "#!/bin/sh\necho \"pwd=$(pwd)\"\nfor a in \"$@\"; do echo \"arg=[$a]\"; done\n"
+                           "#!/bin/sh\necho \"pwd=$(pwd) plan=${SLURM_VM_PLAN:-unset} "
+                           "job=${SLURM_JOB_ID:-unset}\"\nfor a in \"$@\"; do echo \"arg=[$a]\"; done\n"
                            "echo to-stderr >&2\nexit 5\n",
                            0755);
     svm::write_file_atomic(dir + "/shim", svm::guest_srun_shim(), 0755);
     std::string old_path = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin";
     setenv("PATH", (dir + "/bin:" + old_path).c_str(), 1);
+    // The batch step's environment goes to srun, less the plugin's own variables.
+    setenv("SLURM_VM_PLAN", "/plan.json", 1);
+    setenv("SLURM_JOB_ID", "77", 1);
     {
         svm::SrunRelay relay(dir);
         relay.start();
@@ -47,12 +51,14 @@ TEST_CASE("srun in the guest runs through the relay: arguments, directory, outpu
         o.cwd = dir + "/work dir";
         auto r = svm::run({"bash", dir + "/shim", "-N2", "echo", "a b", "it's"}, o);
         CHECK(r.status == 5);
-        CHECK(r.out == "pwd=" + dir + "/work dir\narg=[-N2]\narg=[echo]\narg=[a b]\narg=[it's]\n");
+        CHECK(r.out == "pwd=" + dir + "/work dir plan=unset job=77\narg=[-N2]\narg=[echo]\narg=[a b]\narg=[it's]\n");
         CHECK(r.err == "to-stderr\n");
         svm::run({"pkill", "-f", "TCP-LISTEN:" + std::to_string(port)});
         bridge.join();
     }
     setenv("PATH", old_path.c_str(), 1);
+    unsetenv("SLURM_VM_PLAN");
+    unsetenv("SLURM_JOB_ID");
     // Without a relay the shim says where srun works.
     svm::RunOptions o;
     o.env = {"PATH=/usr/bin:/bin"};
