@@ -54,6 +54,7 @@ err = rec["nodes"]["node1"]["error"]
 assert "has a backing file (/etc/shadow)" in err, err
 PY
 grep -q "has a backing file (/etc/shadow)" "$wd/slurm-$id.out" || fail "the job's output lacks the reason: $(cat "$wd/slurm-$id.out")"
+grep -qx hi "$wd/slurm-$id.out" && fail "job $id ran with a swapped image"
 wait_clean "$id" 60
 no_node_drained
 pass "refused by the prolog: job $id failed, scontrol show job says why (AdminComment $comment), no node drained"

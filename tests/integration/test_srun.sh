@@ -2,6 +2,8 @@
 # srun with --vm-image directly (no sbatch), and srun inside a salloc --vm-image
 # allocation: every task runs inside the guest of the node it was placed on,
 # with the right rank variables; a task's exit status becomes srun's.
+# Both name their nodes (-w): a node still ending the job before (its epilog)
+# would otherwise be left out of the allocation.
 source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
@@ -9,7 +11,7 @@ chown "$SVM_USER:" "$wd"
 cd "$wd"
 rc=0
 # shellcheck disable=SC2046,SC2016
-out="$(as_user "$SVM_USER" srun -N2 -n4 --mem=1500 $(vm_opts) -l /bin/sh -c \
+out="$(as_user "$SVM_USER" srun -N2 -w node1,node2 -n4 --mem=1500 $(vm_opts) -l /bin/sh -c \
       'echo "host=$(hostname) procid=$SLURM_PROCID localid=$SLURM_LOCALID nodeid=$SLURM_NODEID"; [ $SLURM_PROCID = 3 ] && exit 5; exit 0' 2>&1)" || rc=$?
 log "srun output: $(tr '\n' '|' <<<"$out")"
 [[ $rc -eq 5 ]] || fail "srun exit status is $rc, expected 5 from the task that exited 5"
@@ -28,7 +30,7 @@ pass "srun --vm-image: 4 tasks in 2 guests, rank variables right, exit 5 propaga
 
 # salloc --vm-image, then plain srun steps inside the allocation.
 # shellcheck disable=SC2046,SC2016
-out="$(as_user "$SVM_USER" salloc -N2 --mem=1500 $(vm_opts) srun -N2 -n2 /bin/sh -c 'echo "step on $(hostname) as $(id -un)"; cat' <<<"from-stdin" 2>&1)" || fail "salloc/srun failed: $out"
+out="$(as_user "$SVM_USER" salloc -N2 -w node1,node2 --mem=1500 $(vm_opts) srun -N2 -n2 /bin/sh -c 'echo "step on $(hostname) as $(id -un)"; cat' <<<"from-stdin" 2>&1)" || fail "salloc/srun failed: $out"
 log "salloc output: $(tr '\n' '|' <<<"$out")"
 grep -q "step on node1-vm as $SVM_USER" <<<"$out" || fail "no step ran in node1's guest"
 grep -q "step on node2-vm as $SVM_USER" <<<"$out" || fail "no step ran in node2's guest"
