@@ -56,6 +56,16 @@ long now_ms() {
 }
 
 namespace {
+// The null-terminated pointer array exec wants, into `strings` (which must
+// outlive it): built before fork, since nothing is allocated after it.
+std::vector<char*> c_pointers(const std::vector<std::string>& strings) {
+    std::vector<char*> v;
+    v.reserve(strings.size() + 1);
+    for (const auto& x : strings) v.push_back(const_cast<char*>(x.c_str()));
+    v.push_back(nullptr);
+    return v;
+}
+
 struct Pipes {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
 };
@@ -156,14 +166,10 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
     if (argv.empty()) SVM_THROW("run: empty command");
     Pipes pp;
     if (::pipe2(pp.in, O_CLOEXEC) || ::pipe2(pp.out, O_CLOEXEC) || ::pipe2(pp.err, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
+    std::vector<char*> cargv = c_pointers(argv);
     std::vector<std::string> env = opts.env;
     if (env.empty()) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    std::vector<char*> cenv;
-    for (auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-    cenv.push_back(nullptr);
+    std::vector<char*> cenv = c_pointers(env);
     std::vector<gid_t> groups;
     if (opts.as) groups = opts.as->groups.empty() ? std::vector<gid_t>{opts.as->gid} : opts.as->groups;
 
@@ -244,14 +250,8 @@ void spawn_redirect(int fd, int target) {
 
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts) {
     if (argv.empty() || argv[0].empty()) SVM_THROW("spawn: empty command");
-    std::vector<char*> cargv;  // built before fork: nothing is allocated after it
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    std::vector<char*> cenv;
-    if (opts.env) {
-        for (const auto& e : *opts.env) cenv.push_back(const_cast<char*>(e.c_str()));
-        cenv.push_back(nullptr);
-    }
+    std::vector<char*> cargv = c_pointers(argv);
+    std::vector<char*> cenv = opts.env ? c_pointers(*opts.env) : std::vector<char*>{};
     char* const* envp = opts.env ? cenv.data() : environ;
     pid_t pid = ::fork();
     if (pid < 0) SVM_THROW_ERRNO("fork");
@@ -261,9 +261,7 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts) {
 
 void spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
     if (argv.empty() || argv[0].empty() || argv[0][0] != '/') SVM_THROW("spawn_detached: not an absolute path");
-    std::vector<char*> cargv;  // built before fork: nothing is allocated after it
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
+    std::vector<char*> cargv = c_pointers(argv);
     pid_t pid = ::fork();
     if (pid < 0) SVM_THROW_ERRNO("fork");
     if (pid == 0) {
