@@ -163,6 +163,12 @@ std::string seed_shares_script(const JobPlan& p) {
     return s;
 }
 
+std::string seed_no_motd_script(const std::string& pam_file) {
+    std::string f = shell_quote(pam_file);
+    return "if [ -f " + f + " ]; then sed -i 's/^[[:space:]]*session[[:space:]]\\{1,\\}optional[[:space:]]\\{1,\\}" +
+           "pam_motd\\.so/# slurm-vm, no MOTD in job sessions: &/' " + f + "; fi\n";
+}
+
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     auto q = shell_quote;
     std::string s;
@@ -222,6 +228,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          "PermitRootLogin no\n"
          "UseDNS no\n"
          "SVM_EOF\n";
+    s += seed_no_motd_script();
     s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
          "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
     s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"

@@ -225,6 +225,34 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(l.out.find("/network-config") != std::string::npos);
 }
 
+TEST_CASE("seed: PAM's dynamic MOTD is off for the guest's SSH sessions, nothing else changes", "[core]") {
+    svm::test::TempDir d("svm-motd");
+    std::string pam = svm::path_join(d.path(), "sshd");
+    const std::string debian =  // Debian 12's /etc/pam.d/sshd, abridged
+        "@include common-auth\n"
+        "session    required     pam_loginuid.so\n"
+        "session    optional     pam_motd.so  motd=/run/motd.dynamic\n"
+        "session    optional     pam_motd.so noupdate\n"
+        "session    required     pam_limits.so\n";
+    svm::write_file_atomic(pam, debian, 0644);
+    std::string script = svm::seed_no_motd_script(pam);
+    REQUIRE(svm::run({"/bin/sh", "-c", script}).status == 0);
+    const std::string off =
+        "@include common-auth\n"
+        "session    required     pam_loginuid.so\n"
+        "# slurm-vm, no MOTD in job sessions: session    optional     pam_motd.so  motd=/run/motd.dynamic\n"
+        "# slurm-vm, no MOTD in job sessions: session    optional     pam_motd.so noupdate\n"
+        "session    required     pam_limits.so\n";
+    CHECK(svm::read_file(pam) == off);
+    REQUIRE(svm::run({"/bin/sh", "-c", script}).status == 0);  // the seed again: no change
+    CHECK(svm::read_file(pam) == off);
+    // An image without the file (no PAM for sshd): nothing made, no failure.
+    std::string none = svm::path_join(d.path(), "none");
+    CHECK(svm::run({"/bin/sh", "-c", svm::seed_no_motd_script(none)}).status == 0);
+    CHECK_FALSE(svm::path_exists(none));
+    CHECK(svm::seed_user_data(sample_plan(), {}).find(svm::seed_no_motd_script()) != std::string::npos);
+}
+
 TEST_CASE("the remote command recreates the task's environment and directory", "[core]") {
     svm::GuestCommand c;
     c.argv = {"printf", "%s|", "a b", "it's"};
