@@ -138,7 +138,7 @@ TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog c
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
     CHECK(svm::path_exists(n.job_cgroup(kJob + 1)));  // another job's stays
-    CHECK(svm::teardown_job(n.cfg, kJob).empty());  // the epilog again, or sweep after it
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());    // the epilog again, or sweep after it
     CHECK(n.leftovers() == "");
     CHECK(svm::path_exists(n.req.image));  // the user's image is never touched
 }
