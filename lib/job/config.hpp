@@ -58,9 +58,8 @@ struct NodeConfig {
     int64_t console_max_kib = 16384;
     int64_t memory_overhead_mib = 256;  // left to QEMU itself out of the job's memory
     int64_t min_guest_memory_mib = 256;
-    int64_t default_guest_memory_mib = 1024;     // when the job has no memory limit
-    std::string sysfs_root = "/";                // tests point it at a fake tree
-    std::string cgroup_root = "/sys/fs/cgroup";  // likewise
+    int64_t default_guest_memory_mib = 1024;  // when the job has no memory limit
+    std::string sysfs_root = "/";             // tests point it at a fake tree
     // Guest memory on hugepages (hugepages.hpp): "off", "auto" (when the
     // guest's NUMA node has enough free ones) or "required"; page size in KiB,
     // 0 = the kernel's default hugepage size.

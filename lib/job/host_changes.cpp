@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "cgroup.hpp"
 #include "config.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
@@ -108,18 +107,6 @@ void DomainChange::undo(const UndoScope& s) const {
                               virtiofsd_mark(s.job_id, static_cast<size_t>(i)), 0);
 }
 
-Json JobCgroupsChange::to_json() const { return object({{"cgroup_root", str(cgroup_root)}}); }
-JobCgroupsChange JobCgroupsChange::from_json(const json_t* d) {
-    const char* root = nullptr;
-    json_int_t at = 0;
-    unpack(d, kind, "{s:s, s?I}", "cgroup_root", &root, "recorded_at", &at);
-    return {root};
-}
-void JobCgroupsChange::undo(const UndoScope& s) const {
-    if (cgroup_root.empty() || cgroup_root[0] != '/') SVM_THROW("job_cgroups record without an absolute cgroup root");
-    remove_job_cgroups(s.job_id, cgroup_root, s.cfg.node_name);
-}
-
 Json JobNetChange::to_json() const {
     return object({{"netns", str(netns)}, {"underlay_netns", str(underlay_netns)}, {"vxlan", str(vxlan)}});
 }
@@ -180,7 +167,7 @@ void undo_device(const UndoScope& s, const LedgerEntry& e) {
 
 void undo_change(const UndoScope& s, const LedgerEntry& e) {
     if (undo_as<JobDirChange>(s, e) || undo_as<DevAclChange>(s, e) || undo_as<OverlayDirChange>(s, e) ||
-        undo_as<JobCgroupsChange>(s, e) || undo_as<DomainChange>(s, e) || undo_as<JobNetChange>(s, e))
+        undo_as<DomainChange>(s, e) || undo_as<JobNetChange>(s, e))
         return;
     if (e.kind == BindRecord::kKind || e.kind == VfReservationRecord::kKind || e.kind == VfConfigRecord::kKind)
         return undo_device(s, e);

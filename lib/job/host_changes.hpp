@@ -71,19 +71,6 @@ struct DomainChange {
     void undo(const UndoScope& s) const;
 };
 
-// The job's cgroup directories that outlive the extern step: the keeper moves
-// itself, QEMU and the share servers into cgroups of the job that Slurm does
-// not remove while they are busy (join_cgroups_of, lib/host/cgroup.hpp). The
-// prolog records it first, so it is undone last, after the guest and its
-// processes have ended: the job's cgroup directories left empty are removed.
-struct JobCgroupsChange {
-    static constexpr const char* kind = "job_cgroups";
-    std::string cgroup_root;
-    Json to_json() const;
-    static JobCgroupsChange from_json(const json_t* d);
-    void undo(const UndoScope& s) const;
-};
-
 // The job's network segment on this node (lib/host/guest_net.hpp).
 struct JobNetChange {
     static constexpr const char* kind = "job_net";

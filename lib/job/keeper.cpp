@@ -457,7 +457,7 @@ int Keeper::fail(const std::string& why) {
 std::string Keeper::gone_why(const std::string& otherwise) {
     std::optional<int64_t> now;
     try {
-        now = cgroup_oom_kills(::getpid(), cfg_.cgroup_root);
+        now = cgroup_oom_kills(::getpid());
     } catch (const Error&) {
     }
     if (oom_kills_before_ && now && *now > *oom_kills_before_)
@@ -484,19 +484,19 @@ Keeper::Failure Keeper::confine() {
     if (o_.join_cgroup_of > 0) {
         pid_t task = find_child(o_.join_cgroup_of);
         try {
-            join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), cfg_.cgroup_root, true);
+            join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), "/sys/fs/cgroup", true);
         } catch (const Error& e) {
             return "the guest could not be placed in the job's cgroup on " + p_.node + ": " + e.chain();
         }
     }
     try {
-        cpus_ = cgroup_cpus(::getpid(), cfg_.cgroup_root);
-        mem_ = cgroup_memory_limit(::getpid(), cfg_.cgroup_root);
+        cpus_ = cgroup_cpus(::getpid());
+        mem_ = cgroup_memory_limit(::getpid());
     } catch (const Error& e) {
         return "cannot read the job's CPUs on " + p_.node + ": " + e.chain();
     }
     try {
-        oom_kills_before_ = cgroup_oom_kills(::getpid(), cfg_.cgroup_root);
+        oom_kills_before_ = cgroup_oom_kills(::getpid());
     } catch (const Error& e) {
         log::warn("the guest's OOM kills cannot be told: " + e.chain());
     }

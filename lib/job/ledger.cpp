@@ -61,12 +61,6 @@ void Ledger::record(const std::string& kind, Json data) {
     if (record_hook()) record_hook()(entries_.back());
 }
 
-bool Ledger::has(const std::string& kind) const {
-    for (const auto& e : entries_)
-        if (e.kind == kind) return true;
-    return false;
-}
-
 bool Ledger::exists_on_disk() const { return path_exists(path_); }
 
 void Ledger::erase() {

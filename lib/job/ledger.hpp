@@ -32,7 +32,6 @@ public:
         record(Change::kind, c.to_json());
     }
     const std::vector<LedgerEntry>& entries() const { return entries_; }
-    bool has(const std::string& kind) const;
     uint32_t job_id() const { return job_id_; }
     const std::string& path() const { return path_; }
     bool exists_on_disk() const;

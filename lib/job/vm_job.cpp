@@ -374,7 +374,7 @@ PrologResult refused(const JobPlan& p, const std::string& why) {
     return {PrologStatus::refused, why};
 }
 
-// The job directory and who the job's user is.
+// The job directory (recorded first) and who the job's user is.
 void make_job_dir_for_user(Preparation& s) {
     JobPlan& p = s.p;
     s.ledger.record(JobDirChange{p.dir});
@@ -614,9 +614,6 @@ void make_libvirt_root(Preparation& s) {
 // Every step of a guest's preparation, in order; each records what it
 // changes on the host before it changes it.
 void prepare_guest(Preparation& s) {
-    // Recorded first, so undone last: once the guest and all its processes
-    // have ended, even those the other undos stop.
-    s.ledger.record(JobCgroupsChange{s.cfg.cgroup_root});
     make_job_dir_for_user(s);
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
@@ -675,9 +672,6 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
 
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
-    // A ledger written before the job_cgroups record (a node upgraded while
-    // the job's guest ran): its cgroups are removed as that release did.
-    bool cgroups_unrecorded = ledger.has(DomainChange::kind) && !ledger.has(JobCgroupsChange::kind);
     std::vector<std::string> failures = undo_ledger(ledger, cfg);
     // A refused job leaves only its state file in the job directory.
     std::string dir = cfg.job_dir(job_id);
@@ -689,7 +683,9 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
             failures.push_back(e.chain());
         }
     }
-    if (failures.empty() && cgroups_unrecorded) remove_job_cgroups(job_id, cfg.cgroup_root, cfg.node_name);
+    // The guest outlived the extern step in the job's cgroups (see
+    // join_cgroups_of): their directories, empty now, are ours to remove.
+    if (failures.empty()) remove_job_cgroups(job_id, "/sys/fs/cgroup", cfg.node_name);
     return failures;
 }
 

@@ -40,7 +40,6 @@ struct Node {
         cfg.overlay_dir = svm::path_join(r, "overlays");
         cfg.log_dir = svm::path_join(r, "log");
         cfg.kvm_device = svm::path_join(r, "kvm");
-        cfg.cgroup_root = svm::path_join(r, "cgroup");
         cfg.secret_file = svm::path_join(r, "secret");
         cfg.domain_type = "qemu";
         cfg.hugepages = "off";
@@ -71,20 +70,7 @@ struct Node {
         if (svm::path_exists(cfg.job_overlay_dir(kJob))) out += " overlay directory";
         if (svm::path_exists(cfg.ledger_path(kJob))) out += " ledger";
         if (svm::has_group_entry(cfg.kvm_device, cfg.job_gid(kJob))) out += " kvm ACL entry";
-        if (svm::path_exists(job_cgroup(kJob))) out += " job cgroup";
         return out;
-    }
-
-    // A job's cgroup directory on a cgroup v1 tree as Slurm names it.
-    std::string job_cgroup(uint32_t job) const {
-        return svm::path_join(cfg.cgroup_root, "memory/slurm_n1/uid_65534/job_" + std::to_string(job));
-    }
-
-    // What the keeper leaves once the extern step is gone: the guest's
-    // cgroup directories, empty after the guest ended; and another job's.
-    void keeper_cgroups() const {
-        svm::mkdir_p(svm::path_join(job_cgroup(kJob), "step_extern/task_0"), 0755);
-        svm::mkdir_p(svm::path_join(job_cgroup(kJob + 1), "step_extern/task_0"), 0755);
     }
 };
 
@@ -127,39 +113,18 @@ TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog c
     REQUIRE(geteuid() == 0);
     Node n;
     std::vector<std::string> kinds = recorded_kinds(n);
-    CHECK(kinds == std::vector<std::string>{"job_cgroups", "job_dir", "dev_acl", "overlay_dir", "domain"});
+    CHECK(kinds == std::vector<std::string>{"job_dir", "dev_acl", "overlay_dir", "domain"});
     svm::JobPlan p = svm::JobPlan::from_json(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "plan.json")), "plan");
     CHECK(p.image == n.req.image);
     CHECK(svm::path_exists(p.overlay()));
     CHECK(svm::path_exists(p.seed()));
     CHECK(svm::has_group_entry(n.cfg.kvm_device, n.cfg.job_gid(kJob)));
-    n.keeper_cgroups();
 
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
-    CHECK(svm::path_exists(n.job_cgroup(kJob + 1)));  // another job's stays
-    CHECK(svm::teardown_job(n.cfg, kJob).empty());    // the epilog again, or sweep after it
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());  // the epilog again, or sweep after it
     CHECK(n.leftovers() == "");
     CHECK(svm::path_exists(n.req.image));  // the user's image is never touched
-}
-
-TEST_CASE("job lifecycle: a ledger written before the job_cgroups record still has the cgroups removed",
-          "[lifecycle]") {
-    REQUIRE(geteuid() == 0);
-    Node n;
-    recorded_kinds(n);
-    svm::Ledger ledger = svm::Ledger::load(n.cfg.ledger_path(kJob), kJob);
-    std::vector<svm::LedgerEntry> older;
-    for (const auto& e : ledger.entries())
-        if (e.kind != "job_cgroups") older.push_back({e.kind, svm::Json(json_deep_copy(e.data.get()))});
-    ledger.erase();
-    for (auto& e : older) ledger.record(e.kind, std::move(e.data));
-    REQUIRE_FALSE(svm::Ledger::load(n.cfg.ledger_path(kJob), kJob).has("job_cgroups"));
-    n.keeper_cgroups();
-
-    CHECK(svm::teardown_job(n.cfg, kJob).empty());
-    CHECK(n.leftovers() == "");
-    CHECK(svm::path_exists(n.job_cgroup(kJob + 1)));
 }
 
 TEST_CASE("job lifecycle: a step failing after any record is rolled back by the prolog itself", "[lifecycle]") {
@@ -204,7 +169,7 @@ TEST_CASE("job lifecycle: a prolog run again for the same job (requeue) first un
         CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
     }
     CHECK(n.leftovers() != "");
-    CHECK(recorded_kinds(n).size() == 5);  // a clean run on top of the leftovers
+    CHECK(recorded_kinds(n).size() == 4);  // a clean run on top of the leftovers
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
 }
