@@ -10,8 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <utility>
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -66,15 +69,138 @@ std::vector<char*> c_pointers(const std::vector<std::string>& strings) {
     return v;
 }
 
-struct Pipes {
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+// Everything the child needs, made before fork: between fork and exec the
+// child only reads it and makes async-signal-safe calls.
+struct Prepared {
+    const SpawnOptions* o;
+    std::vector<char*> argv, env;
+    char* const* envp;
+    const char* path;           // where a bare argv[0] is looked for
+    std::vector<gid_t> groups;  // the supplementary groups of o->as
 };
 
-[[noreturn]] void child_fail(int errfd, const char* what) {
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, "%s: %s\n", what, strerror(errno));
-    if (n > 0) (void)!::write(errfd, buf, static_cast<size_t>(n));
-    _exit(127);
+Prepared prepare(const std::vector<std::string>& argv, const SpawnOptions& opts) {
+    if (argv.empty() || argv[0].empty()) SVM_THROW("spawn: empty command");
+    Prepared p{&opts, c_pointers(argv), {}, environ, ::getenv("PATH"), {}};
+    if (opts.env) {
+        p.env = c_pointers(*opts.env);
+        p.envp = p.env.data();
+        p.path = nullptr;
+        for (char* e : p.env)
+            if (e && std::strncmp(e, "PATH=", 5) == 0) p.path = e + 5;
+    }
+    if (!p.path) p.path = "/usr/bin:/bin";
+    if (opts.as) p.groups = opts.as->groups.empty() ? std::vector<gid_t>{opts.as->gid} : opts.as->groups;
+    return p;
+}
+
+[[noreturn]] void spawn_fail(const SpawnOptions& o, const char* what) {
+    int e = errno;
+    if (!o.exec_error.empty()) {
+        const char* why = ::strerrordesc_np(e);
+        (void)!::write(2, o.exec_error.data(), o.exec_error.size());
+        (void)!::write(2, what, std::strlen(what));
+        (void)!::write(2, why ? why : "unknown error", why ? std::strlen(why) : 13);
+        (void)!::write(2, "\n", 1);
+    }
+    _exit(o.exec_failure_status);
+}
+
+void spawn_redirect(int fd, int target) {
+    if (fd == -1) return;
+    if (fd == target) {  // already in place: kept across exec
+        ::fcntl(fd, F_SETFD, 0);
+        return;
+    }
+    int src = fd == SpawnOptions::kNull ? ::open("/dev/null", O_RDWR) : fd;
+    if (src >= 0) ::dup2(src, target);
+    if (fd == SpawnOptions::kNull && src > 2) ::close(src);
+}
+
+void spawn_signals(const SpawnOptions& o) {
+    if (o.default_all_signals)
+        for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+    for (int s : o.ignored_signals) ::signal(s, SIG_IGN);
+    for (int s : o.default_signals) ::signal(s, SIG_DFL);
+    if (o.clear_signal_mask) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+    }
+}
+
+void spawn_limits(const SpawnOptions& o) {
+    if (o.limit_cpu_s) {
+        struct rlimit rl = {*o.limit_cpu_s, *o.limit_cpu_s};
+        if (::setrlimit(RLIMIT_CPU, &rl) != 0) spawn_fail(o, "setrlimit RLIMIT_CPU: ");
+    }
+    if (o.limit_as_bytes) {
+        struct rlimit rl = {*o.limit_as_bytes, *o.limit_as_bytes};
+        if (::setrlimit(RLIMIT_AS, &rl) != 0) spawn_fail(o, "setrlimit RLIMIT_AS: ");
+    }
+}
+
+void spawn_identity(const Prepared& p) {
+    const SpawnOptions& o = *p.o;
+    if (!o.as) return;
+    if (::geteuid() == 0 && ::setgroups(p.groups.size(), p.groups.data()) != 0) spawn_fail(o, "setgroups: ");
+    if (::setresgid(o.as->gid, o.as->gid, o.as->gid) != 0) spawn_fail(o, "setresgid: ");
+    if (::setresuid(o.as->uid, o.as->uid, o.as->uid) != 0) spawn_fail(o, "setresuid: ");
+}
+
+// execve of a bare name in each directory of the PATH the child gets (not
+// this process's, as execvpe would), on the stack; errno as execvpe leaves it.
+void exec_in_path(const Prepared& p) {
+    const char* name = p.argv[0];
+    size_t name_len = std::strlen(name);
+    bool denied = false;
+    for (const char* dir = p.path;; ++dir) {
+        const char* end = std::strchr(dir, ':');
+        size_t len = end ? static_cast<size_t>(end - dir) : std::strlen(dir);
+        char file[PATH_MAX];
+        if (len + 1 + name_len < sizeof file) {
+            char* w = std::copy(dir, dir + len, file);  // an empty entry is the current directory
+            if (len > 0) *w++ = '/';
+            std::copy(name, name + name_len + 1, w);
+            ::execve(file, p.argv.data(), p.envp);
+            if (errno == EACCES) denied = true;
+            else if (errno != ENOENT && errno != ENOTDIR) return;
+        }
+        if (!end) break;
+        dir = end;
+    }
+    errno = denied ? EACCES : ENOENT;
+}
+
+// The child's half of spawn, in this order: signals, session, descriptors,
+// limits, identity, directory, exec. Async-signal-safe calls only.
+[[noreturn]] void spawn_child(const Prepared& p) {
+    const SpawnOptions& o = *p.o;
+    spawn_signals(o);
+    if (o.new_session) ::setsid();
+    spawn_redirect(o.stdin_fd, 0);
+    spawn_redirect(o.stdout_fd, 1);
+    spawn_redirect(o.stderr_fd, 2);
+    if (o.close_other_fds) ::close_range(3, ~0U, 0);
+    for (int fd : o.keep_fds) {
+        errno = EBADF;
+        if (fd <= 2 || ::fcntl(fd, F_SETFD, 0) != 0) spawn_fail(o, "keep a descriptor: ");
+    }
+    spawn_limits(o);
+    spawn_identity(p);
+    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) {
+        if (o.cwd_missing_note.empty()) spawn_fail(o, "chdir: ");
+        (void)!::write(2, o.cwd_missing_note.data(), o.cwd_missing_note.size());
+    }
+    if (o.search_path && !std::strchr(p.argv[0], '/')) exec_in_path(p);
+    else ::execve(p.argv[0], p.argv.data(), p.envp);
+    spawn_fail(o, "");
+}
+
+pid_t fork_child(const Prepared& p) {
+    pid_t pid = ::fork();
+    if (pid == 0) spawn_child(p);
+    return pid;
 }
 
 RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms) {
@@ -160,131 +286,89 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
     else if (WIFSIGNALED(st)) r.status = 128 + WTERMSIG(st);
     return r;
 }
-}  // namespace
 
-RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
-    if (argv.empty()) SVM_THROW("run: empty command");
-    Pipes pp;
-    if (::pipe2(pp.in, O_CLOEXEC) || ::pipe2(pp.out, O_CLOEXEC) || ::pipe2(pp.err, O_CLOEXEC)) SVM_THROW_ERRNO("pipe");
-    std::vector<char*> cargv = c_pointers(argv);
-    std::vector<std::string> env = opts.env;
-    if (env.empty()) env.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    std::vector<char*> cenv = c_pointers(env);
-    std::vector<gid_t> groups;
-    if (opts.as) groups = opts.as->groups.empty() ? std::vector<gid_t>{opts.as->gid} : opts.as->groups;
-
-    pid_t pid = ::fork();
-    if (pid < 0) SVM_THROW_ERRNO("fork");
-    if (pid == 0) {
-        ::dup2(pp.in[0], 0);
-        ::dup2(pp.out[1], 1);
-        ::dup2(pp.err[1], 2);
-        ::signal(SIGPIPE, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (opts.new_session) ::setsid();
-        for (int fd : opts.keep_fds) {
-            errno = EBADF;
-            if (fd <= 2 || ::fcntl(fd, F_SETFD, 0) != 0) child_fail(2, "keep fd");
-        }
-        if (opts.limit_cpu_s) {
-            struct rlimit rl = {*opts.limit_cpu_s, *opts.limit_cpu_s};
-            if (::setrlimit(RLIMIT_CPU, &rl) != 0) child_fail(2, "setrlimit cpu");
-        }
-        if (opts.limit_as_bytes) {
-            struct rlimit rl = {*opts.limit_as_bytes, *opts.limit_as_bytes};
-            if (::setrlimit(RLIMIT_AS, &rl) != 0) child_fail(2, "setrlimit as");
-        }
-        if (opts.as) {
-            if (::geteuid() == 0 && ::setgroups(groups.size(), groups.data()) != 0) child_fail(2, "setgroups");
-            if (::setresgid(opts.as->gid, opts.as->gid, opts.as->gid) != 0) child_fail(2, "setresgid");
-            if (::setresuid(opts.as->uid, opts.as->uid, opts.as->uid) != 0) child_fail(2, "setresuid");
-        }
-        if (::chdir(opts.cwd.c_str()) != 0) child_fail(2, "chdir");
-        ::execve(cargv[0], cargv.data(), cenv.data());
-        if (errno == ENOENT && argv[0].find('/') == std::string::npos) ::execvpe(cargv[0], cargv.data(), cenv.data());
-        child_fail(2, cargv[0]);
+// A pipe whose two ends close when it goes out of scope (unless taken).
+struct Pipe {
+    int fd[2] = {-1, -1};
+    Pipe() {
+        if (::pipe2(fd, O_CLOEXEC) != 0) SVM_THROW_ERRNO("pipe");
     }
-    ::close(pp.in[0]);
-    ::close(pp.out[1]);
-    ::close(pp.err[1]);
-    return collect(pid, pp.in[1], pp.out[0], pp.err[0], opts.stdin_data, opts.timeout_ms);
-}
-
-namespace {
-// The child's half of spawn: async-signal-safe calls only.
-[[noreturn]] void spawn_fail(const SpawnOptions& o, const char* what) {
-    int e = errno;
-    if (!o.exec_error.empty()) {
-        const char* why = ::strerrordesc_np(e);
-        (void)!::write(2, o.exec_error.data(), o.exec_error.size());
-        (void)!::write(2, what, std::strlen(what));
-        (void)!::write(2, why ? why : "unknown error", why ? std::strlen(why) : 13);
-        (void)!::write(2, "\n", 1);
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+    ~Pipe() {
+        for (int f : fd)
+            if (f >= 0) ::close(f);
     }
-    _exit(o.exec_failure_status);
-}
+    int take(int end) { return std::exchange(fd[end], -1); }
+};
 
-void spawn_redirect(int fd, int target) {
-    if (fd == -1 || fd == target) return;
-    int src = fd == SpawnOptions::kNull ? ::open("/dev/null", O_RDWR) : fd;
-    if (src >= 0) ::dup2(src, target);
-    if (fd == SpawnOptions::kNull && src > 2) ::close(src);
-}
-
-[[noreturn]] void spawn_child(const SpawnOptions& o, char* const* argv, char* const* envp) {
-    for (int s : o.ignored_signals) ::signal(s, SIG_IGN);
-    for (int s : o.default_signals) ::signal(s, SIG_DFL);
-    spawn_redirect(o.stdin_fd, 0);
-    spawn_redirect(o.stdout_fd, 1);
-    spawn_redirect(o.stderr_fd, 2);
-    if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) {
-        if (o.cwd_missing_note.empty()) spawn_fail(o, "chdir: ");
-        (void)!::write(2, o.cwd_missing_note.data(), o.cwd_missing_note.size());
-    }
-    ::execvpe(argv[0], argv, envp);
-    spawn_fail(o, "");
+// What run's child gets: the pipes, its identity, limits and directory; the
+// environment given (or a minimal PATH), PATH searched only for a bare name.
+SpawnOptions run_spawn_options(const std::vector<std::string>& argv, const RunOptions& opts, int in, int out, int err) {
+    SpawnOptions s;
+    s.env = opts.env.empty()
+                ? std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+                : opts.env;
+    s.cwd = opts.cwd;
+    s.stdin_fd = in;
+    s.stdout_fd = out;
+    s.stderr_fd = err;
+    s.default_signals = {SIGPIPE};
+    s.clear_signal_mask = true;
+    s.new_session = opts.new_session;
+    s.keep_fds = opts.keep_fds;
+    s.limit_cpu_s = opts.limit_cpu_s;
+    s.limit_as_bytes = opts.limit_as_bytes;
+    s.as = opts.as;
+    s.search_path = argv[0].find('/') == std::string::npos;
+    s.exec_error = argv[0] + ": ";
+    return s;
 }
 }  // namespace
 
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts) {
-    if (argv.empty() || argv[0].empty()) SVM_THROW("spawn: empty command");
-    std::vector<char*> cargv = c_pointers(argv);
-    std::vector<char*> cenv = opts.env ? c_pointers(*opts.env) : std::vector<char*>{};
-    char* const* envp = opts.env ? cenv.data() : environ;
-    pid_t pid = ::fork();
+    Prepared p = prepare(argv, opts);
+    pid_t pid = fork_child(p);
     if (pid < 0) SVM_THROW_ERRNO("fork");
-    if (pid == 0) spawn_child(opts, cargv.data(), envp);
     return pid;
+}
+
+RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
+    if (argv.empty() || argv[0].empty()) SVM_THROW("run: empty command");
+    Pipe in, out, err;
+    pid_t pid = spawn(argv, run_spawn_options(argv, opts, in.fd[0], out.fd[1], err.fd[1]));
+    ::close(in.take(0));
+    ::close(out.take(1));
+    ::close(err.take(1));
+    return collect(pid, in.take(1), out.take(0), err.take(0), opts.stdin_data, opts.timeout_ms);
 }
 
 void spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
     if (argv.empty() || argv[0].empty() || argv[0][0] != '/') SVM_THROW("spawn_detached: not an absolute path");
-    std::vector<char*> cargv = c_pointers(argv);
+    UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) SVM_THROW_ERRNO("open " + log);
+    SpawnOptions o;
+    o.stdin_fd = SpawnOptions::kNull;
+    o.stdout_fd = out.get();
+    o.stderr_fd = out.get();
+    o.default_all_signals = true;
+    o.clear_signal_mask = true;
+    o.close_other_fds = true;
+    o.search_path = false;
+    o.exec_error = argv[0] + ": ";
+    Prepared p = prepare(argv, o);
+    // A session of its own, then a child of that session's leader, which
+    // exits at once: init adopts it.
     pid_t pid = ::fork();
     if (pid < 0) SVM_THROW_ERRNO("fork");
     if (pid == 0) {
         ::setsid();
-        if (::fork() != 0) _exit(0);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, nullptr);
-        for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
-        int in = ::open("/dev/null", O_RDONLY);
-        int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-        if (in >= 0) ::dup2(in, 0);
-        if (out >= 0) {
-            ::dup2(out, 1);
-            ::dup2(out, 2);
-        }
-        ::close_range(3, ~0U, 0);
-        ::execv(cargv[0], cargv.data());
-        child_fail(2, cargv[0]);
+        _exit(fork_child(p) < 0 ? 1 : 0);
     }
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) SVM_THROW("spawn_detached: could not start " + argv[0]);
 }
 
 std::string run_checked(const std::vector<std::string>& argv, const RunOptions& opts) {

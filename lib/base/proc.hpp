@@ -50,16 +50,19 @@ std::string run_checked(const std::vector<std::string>& argv, const RunOptions& 
 // Forks and runs `fn` in the child; the child's return value (0..255) and
 // its stdout/stderr are returned, an exception's message on its stderr. The
 // callback may write a result to the given fd (a pipe read back into
-// RunResult::out). For single-threaded callers: the child allocates.
+// RunResult::out). For single-threaded callers only (the child runs C++ code
+// and allocates): the prolog, the epilog, the keeper before it opens libvirt.
 RunResult run_function(const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
 // The same with the child dropped to `as` first.
 RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
 
-// A program started as a child of this process, everything it needs prepared
-// before fork: between fork and exec the child makes only async-signal-safe
-// calls (it allocates nothing), so threaded callers may use it. Signal
-// dispositions and the mask are inherited except as listed (exec resets
-// handled signals to their default).
+// The one way this project starts a program (run, spawn and spawn_detached
+// all come here): everything is prepared before fork, and between fork and
+// exec the child makes only async-signal-safe calls (it allocates nothing),
+// so threaded callers may use it. Signal dispositions and the mask are
+// inherited except as listed (exec resets handled signals to their default).
+// The child sets up, in this order: signals, session, descriptors, limits,
+// identity, directory (entered as that identity), exec.
 struct SpawnOptions {
     static constexpr int kNull = -2;              // a descriptor: /dev/null
     std::optional<std::vector<std::string>> env;  // the full environment; nullopt: this process's
@@ -70,15 +73,27 @@ struct SpawnOptions {
     int stdin_fd = -1;  // dup2'd to 0, 1, 2 (kNull: /dev/null); -1: inherited
     int stdout_fd = -1;
     int stderr_fd = -1;
+    bool default_all_signals = false;  // every signal SIG_DFL first
     std::vector<int> ignored_signals;  // SIG_IGN in the child
     std::vector<int> default_signals;  // SIG_DFL in the child
-    // When exec (or entering cwd) fails: the child writes this followed by the
-    // reason on stderr (nothing when empty) and exits with exec_failure_status.
+    bool clear_signal_mask = false;    // no signal blocked
+    bool new_session = false;          // setsid
+    bool close_other_fds = false;      // nothing above 2 is inherited
+    // Descriptors (each > 2) the command inherits at the same number: their
+    // close-on-exec flag is cleared in the child only.
+    std::vector<int> keep_fds;
+    std::optional<unsigned long> limit_cpu_s;     // RLIMIT_CPU
+    std::optional<unsigned long> limit_as_bytes;  // RLIMIT_AS
+    std::optional<Credentials> as;                // groups, gid and uid set to these
+    bool search_path = true;                      // argv[0] looked up in PATH when it has no slash
+    // When a step above or exec fails: the child writes this followed by the
+    // step and the reason on stderr (nothing when empty) and exits with
+    // exec_failure_status.
     std::string exec_error;
     int exec_failure_status = 127;
 };
-// Starts argv (argv[0] looked up in PATH when it has no slash); returns the
-// child's pid, for the caller to wait for. Throws when fork fails.
+// Starts argv; returns the child's pid, for the caller to wait for. Throws
+// when fork fails.
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
 
 // Drops privileges of the current process for good (setgroups, setresgid, setresuid).

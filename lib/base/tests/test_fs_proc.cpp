@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sstream>
+
 #include "catch.hpp"
 
 #include "error.hpp"
@@ -137,6 +139,89 @@ TEST_CASE("spawn: environment, directory, descriptors, signals and exec failure 
     o.default_signals = {SIGUSR1};
     r = spawned({"sh", "-c", "kill -USR1 $$; echo alive"}, o);
     CHECK(r.status == 128 + SIGUSR1);
+}
+
+TEST_CASE("run: as another user, with limits, a session and a kept descriptor", "[proc]") {
+    REQUIRE(::geteuid() == 0);  // the unit tests run as root (they change identity)
+    svm::test::TempDir tmp("svm-run-as");
+    std::string mine = tmp.path() + "/root-only";
+    REQUIRE(::mkdir(mine.c_str(), 0700) == 0);
+    svm::RunOptions o;
+    o.as = svm::Credentials{65534, 65534, {65534}, ""};
+    o.limit_cpu_s = 7;
+    o.limit_as_bytes = 1UL << 30;
+    o.new_session = true;
+    int keep = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(keep > 2);
+    o.keep_fds = {keep};
+    std::string fd = std::to_string(keep);
+    auto r = svm::run({"/bin/sh", "-c",
+                       "id -u; id -g; id -G; ulimit -t; ulimit -v; ps -o sid= -p $$ | tr -d ' '; echo $$; "
+                       "test -e /proc/self/fd/" +
+                           fd + " && echo kept"},
+                      o);
+    ::close(keep);
+    CHECK(r.status == 0);
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE(lines.size() >= 8);
+    CHECK(std::vector<std::string>(lines.begin(), lines.begin() + 5) ==
+          std::vector<std::string>{"65534", "65534", "65534", "7", "1048576"});
+    CHECK(lines[5] == lines[6]);  // the leader of a session of its own
+    CHECK(lines[7] == "kept");
+    // The directory is entered as the user: root's own is refused, and the
+    // child says which step failed.
+    o.cwd = mine;
+    o.keep_fds.clear();
+    r = svm::run({"/bin/true"}, o);
+    CHECK(r.status == 127);
+    CHECK(r.err == "/bin/true: chdir: Permission denied\n");
+    // A bare name is looked up in PATH; a missing program says so.
+    o.cwd = "/";
+    r = svm::run({"no-such-program-anywhere"}, o);
+    CHECK(r.status == 127);
+    CHECK(r.err == "no-such-program-anywhere: No such file or directory\n");
+}
+
+TEST_CASE("spawn_detached: its own session, adopted, output to the log and nothing else inherited", "[proc]") {
+    svm::test::TempDir tmp("svm-detached");
+    std::string log = tmp.path() + "/log", done = tmp.path() + "/done";
+    int open_fd = ::open("/dev/null", O_RDONLY);  // not close-on-exec: must still not reach it
+    REQUIRE(open_fd > 2);
+    std::string script =
+        "echo sid=$(ps -o sid= -p $$ | tr -d ' ') pid=$$ ppid=$PPID; read x || echo stdin-empty; "
+        "test -e /proc/self/fd/" +
+        std::to_string(open_fd) + " && echo leaked; echo err >&2; touch " + done;
+    svm::spawn_detached({"/bin/sh", "-c", script}, log);
+    ::close(open_fd);
+    for (int i = 0; i < 500 && !svm::path_exists(done); ++i) ::usleep(10000);
+    REQUIRE(svm::path_exists(done));
+    std::string out = svm::read_file(log);
+    auto field = [&](const std::string& k) {
+        size_t b = out.find(k + "=") + k.size() + 1;
+        return out.substr(b, out.find_first_of(" \n", b) - b);
+    };
+    // A session of its own (not its leader: it can never get a terminal).
+    CHECK(field("sid") != std::to_string(::getsid(0)));
+    CHECK(field("sid") != field("pid"));
+    CHECK(field("ppid") != std::to_string(::getpid()));
+    CHECK(out.find("stdin-empty\n") != std::string::npos);
+    CHECK(out.find("leaked") == std::string::npos);
+    CHECK(out.find("err\n") != std::string::npos);
+    struct stat st;
+    REQUIRE(::stat(log.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+
+    // A program that cannot run: its failure is in the log; a relative path is refused.
+    svm::spawn_detached({tmp.path() + "/missing"}, log);
+    for (int i = 0; i < 500 && svm::read_file(log).find("missing: ") == std::string::npos; ++i) ::usleep(10000);
+    CHECK(svm::read_file(log).find(tmp.path() + "/missing: No such file or directory\n") != std::string::npos);
+    CHECK_THROWS_AS(svm::spawn_detached({"sh"}, log), svm::Error);
+    // The log is not followed through a link.
+    std::string link = tmp.path() + "/link";
+    REQUIRE(::symlink(log.c_str(), link.c_str()) == 0);
+    CHECK_THROWS_AS(svm::spawn_detached({"/bin/true"}, link), svm::Error);
 }
 
 TEST_CASE("shell_quote survives single quotes") {
