@@ -165,9 +165,7 @@ void usage() {
         "The raw baseline of bench/run; prints timings (ms) as JSON.");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
     std::string xml_file, root, qemu_conf, caps_from, overlay, backing, backing_fmt, size,
         qemu_img = "/usr/bin/qemu-img";
     std::string netns, wait_ip, wait_console, warm_caps, exec_cmd;
@@ -178,252 +176,273 @@ int main(int argc, char** argv) {
     int gid = -1;
     double timeout_s = 300;
     bool destroy = false;
+};
+
+// The value options, by name.
+std::string* string_option(Args& a, const std::string& name) {
+    const std::pair<const char*, std::string*> options[] = {{"--xml", &a.xml_file},
+                                                            {"--root", &a.root},
+                                                            {"--qemu-conf", &a.qemu_conf},
+                                                            {"--caps-from", &a.caps_from},
+                                                            {"--overlay", &a.overlay},
+                                                            {"--backing", &a.backing},
+                                                            {"--backing-format", &a.backing_fmt},
+                                                            {"--size", &a.size},
+                                                            {"--qemu-img", &a.qemu_img},
+                                                            {"--netns", &a.netns},
+                                                            {"--wait-ssh", &a.wait_ip},
+                                                            {"--wait-console", &a.wait_console},
+                                                            {"--exec", &a.exec_cmd},
+                                                            {"--warm-caps", &a.warm_caps},
+                                                            {"--emulator", &a.emulator},
+                                                            {"--domain-type", &a.domain_type}};
+    for (const auto& [n, v] : options)
+        if (name == n) return v;
+    return nullptr;
+}
+
+// Exits with usage (status 0 for --help, 2 for anything unknown).
+Args parse_args(int argc, char** argv) {
+    Args args;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
             if (i + 1 >= argc) die(a + " needs a value");
             return argv[++i];
         };
-        if (a == "--xml") xml_file = next();
-        else if (a == "--root") root = next();
-        else if (a == "--qemu-conf") qemu_conf = next();
-        else if (a == "--caps-from") caps_from = next();
-        else if (a == "--overlay") overlay = next();
-        else if (a == "--backing") backing = next();
-        else if (a == "--backing-format") backing_fmt = next();
-        else if (a == "--size") size = next();
-        else if (a == "--qemu-img") qemu_img = next();
-        else if (a == "--group") gid = std::atoi(next().c_str());
-        else if (a == "--netns") netns = next();
-        else if (a == "--wait-ssh") wait_ip = next();
-        else if (a == "--wait-console") wait_console = next();
-        else if (a == "--timeout") timeout_s = std::atof(next().c_str());
-        else if (a == "--destroy") destroy = true;
-        else if (a == "--remove") remove_dirs.push_back(next());
-        else if (a == "--exec") exec_cmd = next();
-        else if (a == "--virtiofs") virtiofs.push_back(next());
-        else if (a == "--warm-caps") warm_caps = next();
-        else if (a == "--emulator") emulator = next();
-        else if (a == "--domain-type") domain_type = next();
-        else if (a == "--help") {
+        if (std::string* v = string_option(args, a)) *v = next();
+        else if (a == "--group") args.gid = std::atoi(next().c_str());
+        else if (a == "--timeout") args.timeout_s = std::atof(next().c_str());
+        else if (a == "--destroy") args.destroy = true;
+        else if (a == "--remove") args.remove_dirs.push_back(next());
+        else if (a == "--virtiofs") args.virtiofs.push_back(next());
+        else {
             usage();
-            return 0;
-        } else {
-            usage();
-            return 2;
+            std::exit(a == "--help" ? 0 : 2);
         }
     }
-    if (!warm_caps.empty()) {
-        // Fill a capabilities cache once (untimed by bench/run): libvirt probes
-        // QEMU lazily, so a bare connection writes nothing; asking for the
-        // domain capabilities of the emulator makes it probe and cache.
-        virInitialize();
-        virSetErrorFunc(nullptr, ignore_error);
-        if (virEventRegisterDefaultImpl() != 0) die("virEventRegisterDefaultImpl failed");
-        std::thread([] {
-            for (;;) virEventRunDefaultImpl();
-        }).detach();
-        mkdirs(warm_caps + "/etc");
-        if (!qemu_conf.empty()) write_all(warm_caps + "/etc/qemu.conf", read_all(qemu_conf), 0644);
-        std::string uri = "qemu:///embed?root=" + warm_caps;
-        virConnectPtr c = virConnectOpen(uri.c_str());
-        if (!c) die("connect " + uri + ": " + last_error());
-        char* caps = virConnectGetDomainCapabilities(c, emulator.c_str(), "x86_64", nullptr, domain_type.c_str(), 0);
-        if (!caps) die("virConnectGetDomainCapabilities: " + last_error());
-        std::free(caps);
-        virConnectClose(c);
-        std::printf("{\"warmed\": \"%s\"}\n", warm_caps.c_str());
-        return 0;
-    }
-    if (xml_file.empty() || root.empty() || qemu_conf.empty() || caps_from.empty()) {
-        usage();
-        return 2;
-    }
-    std::string xml = read_all(xml_file);
-    if (xml.empty()) die("cannot read " + xml_file);
-    std::string conf = read_all(qemu_conf);
-    if (conf.empty()) die("cannot read " + qemu_conf);
+    return args;
+}
 
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-
-    // libvirt's default event loop in a thread (the embedded driver needs one).
+// libvirt's default event loop in a thread (the embedded driver needs one).
+void start_libvirt() {
     virInitialize();
     virSetErrorFunc(nullptr, ignore_error);
     if (virEventRegisterDefaultImpl() != 0) die("virEventRegisterDefaultImpl failed");
     std::thread([] {
         for (;;) virEventRunDefaultImpl();
     }).detach();
+}
+
+// Fills a capabilities cache once (untimed by bench/run): libvirt probes
+// QEMU lazily, so a bare connection writes nothing; asking for the domain
+// capabilities of the emulator makes it probe and cache.
+int warm_caps(const Args& a) {
+    start_libvirt();
+    mkdirs(a.warm_caps + "/etc");
+    if (!a.qemu_conf.empty()) write_all(a.warm_caps + "/etc/qemu.conf", read_all(a.qemu_conf), 0644);
+    std::string uri = "qemu:///embed?root=" + a.warm_caps;
+    virConnectPtr c = virConnectOpen(uri.c_str());
+    if (!c) die("connect " + uri + ": " + last_error());
+    char* caps = virConnectGetDomainCapabilities(c, a.emulator.c_str(), "x86_64", nullptr, a.domain_type.c_str(), 0);
+    if (!caps) die("virConnectGetDomainCapabilities: " + last_error());
+    std::free(caps);
+    virConnectClose(c);
+    std::printf("{\"warmed\": \"%s\"}\n", a.warm_caps.c_str());
+    return 0;
+}
+
+// 1. The overlay.
+void create_overlay(const Args& a) {
+    if (run({a.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", a.backing_fmt, "-b", a.backing, a.overlay,
+             a.size}) != 0)
+        die("qemu-img create " + a.overlay + " failed");
+    if (a.gid >= 0 &&
+        (::chown(a.overlay.c_str(), 0, static_cast<gid_t>(a.gid)) != 0 || ::chmod(a.overlay.c_str(), 0660) != 0))
+        die("chown/chmod " + a.overlay);
+}
+
+// 1b. One share over virtio-fs, as an admin starts it by hand: virtiofsd as
+// root on a socket path, waited for until it listens.
+pid_t start_share(const Args& a, const std::string& spec) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) die("--virtiofs wants SOCKET=DIR, not " + spec);
+    std::string sock = spec.substr(0, eq), dir = spec.substr(eq + 1);
+    ::unlink(sock.c_str());
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        // Ends with this process however it ends (die() exits without unwinding).
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int null = ::open("/dev/null", O_RDWR);
+        ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
+        ::execl(a.virtiofsd_path.c_str(), "virtiofsd", ("--socket-path=" + sock).c_str(), "-o",
+                ("source=" + dir).c_str(), "-o", "cache=none", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    if (pid < 0) die("fork");
+    struct stat st;
+    for (int i = 0; ::stat(sock.c_str(), &st) != 0; ++i) {
+        if (i > 5000) die("virtiofsd did not make " + sock);
+        ::usleep(1000);
+    }
+    if (a.gid >= 0 && (::chown(sock.c_str(), 0, static_cast<gid_t>(a.gid)) != 0 || ::chmod(sock.c_str(), 0660) != 0))
+        die("chown/chmod " + sock);
+    return pid;
+}
+
+// 2. The embedded root: qemu.conf and the capabilities cache; then 3a. into
+// the guests' network namespace (this thread).
+void prepare_root(const Args& a, const std::string& conf, const std::string& caps_dst) {
+    mkdirs(a.root + "/etc");
+    write_all(a.root + "/etc/qemu.conf", conf, 0644);
+    mkdirs(caps_dst);
+    copy_caps(a.caps_from + "/cache/qemu/capabilities", caps_dst);
+    if (!a.netns.empty()) {
+        std::string p = "/run/netns/" + a.netns;
+        int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) die("enter network namespace " + p + ": " + std::strerror(errno));
+        ::close(fd);
+    }
+}
+
+struct Guest {
+    virConnectPtr conn = nullptr;
+    virDomainPtr dom = nullptr;
+    bool defined = false;
+    // Destroyed, undefined when defined, and closed.
+    void end() {
+        if (dom) {
+            if (virDomainIsActive(dom) == 1) virDomainDestroy(dom);
+            if (defined) virDomainUndefine(dom);
+            virDomainFree(dom);
+            dom = nullptr;
+        }
+        if (conn) virConnectClose(conn);
+        conn = nullptr;
+    }
+    [[noreturn]] void fail(const std::string& why) {
+        end();
+        die(why);
+    }
+};
+
+// 3b. Create the domain: from the XML alone, or (when it names a descriptor
+// group) defined, the backing image associated read-only, then started.
+void create_domain(Guest& g, const std::string& xml, const std::string& backing) {
+    auto fdg = xml.find("fdgroup='");
+    if (fdg == std::string::npos) {
+        g.dom = virDomainCreateXML(g.conn, xml.c_str(), 0);
+        if (!g.dom) die("virDomainCreateXML: " + last_error());
+        return;
+    }
+    std::string group = xml.substr(fdg + 9, xml.find('\'', fdg + 9) - fdg - 9);
+    int image_fd = ::open(backing.c_str(), O_RDONLY | O_CLOEXEC);
+    if (image_fd < 0) die("open " + backing + ": " + std::strerror(errno));
+    g.dom = virDomainDefineXML(g.conn, xml.c_str());
+    if (!g.dom) die("virDomainDefineXML: " + last_error());
+    g.defined = true;
+    int fds[1] = {image_fd};
+    if (virDomainFDAssociate(g.dom, group.c_str(), 1, fds, 0) != 0 || virDomainCreate(g.dom) != 0) {
+        std::string why = last_error();
+        virDomainUndefine(g.dom);
+        die("virDomainFDAssociate + virDomainCreate: " + why);
+    }
+    ::close(image_fd);
+}
+
+// 4. Waits for port 22 or the console text; "ssh", "console", "stopped",
+// "timeout" or "none" (nothing to wait for).
+std::string wait_for_guest(const Args& a, Guest& g, double t_created) {
+    if (a.wait_ip.empty() && a.wait_console.empty()) return "none";
+    double deadline = t_created + a.timeout_s * 1000;
+    std::string file, text;
+    if (!a.wait_console.empty()) {
+        auto c = a.wait_console.find(':');
+        file = a.wait_console.substr(0, c);
+        text = c == std::string::npos ? "" : a.wait_console.substr(c + 1);
+    }
+    for (;;) {
+        if (g_stop) g.fail("interrupted");
+        if (!a.wait_ip.empty() && port_open(a.wait_ip, 22)) return "ssh";
+        if (!file.empty() && read_all(file).find(text) != std::string::npos) return "console";
+        if (virDomainIsActive(g.dom) != 1) return "stopped";
+        if (now_ms() > deadline) return "timeout";
+        ::usleep(50000);
+    }
+}
+
+// Without --destroy or --remove the guest lives until SIGTERM/SIGINT (this
+// process owns it).
+int live_until_stopped(Guest& g) {
+    std::printf("{\"event\": \"created\"}\n");
+    std::fflush(stdout);
+    while (!g_stop && virDomainIsActive(g.dom) == 1) ::usleep(100000);
+    g.end();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args a = parse_args(argc, argv);
+    if (!a.warm_caps.empty()) return warm_caps(a);
+    if (a.xml_file.empty() || a.root.empty() || a.qemu_conf.empty() || a.caps_from.empty()) {
+        usage();
+        return 2;
+    }
+    std::string xml = read_all(a.xml_file);
+    if (xml.empty()) die("cannot read " + a.xml_file);
+    std::string conf = read_all(a.qemu_conf);
+    if (conf.empty()) die("cannot read " + a.qemu_conf);
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    start_libvirt();
 
     double t0 = now_ms();
-    // 1. The overlay.
-    double t_overlay = t0;
-    if (!overlay.empty()) {
-        if (run({qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", backing_fmt, "-b", backing, overlay, size}) != 0)
-            die("qemu-img create " + overlay + " failed");
-        if (gid >= 0 &&
-            (::chown(overlay.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(overlay.c_str(), 0660) != 0))
-            die("chown/chmod " + overlay);
-        t_overlay = now_ms();
-    }
-    // 1b. Shares over virtio-fs, as an admin starts them by hand: virtiofsd
-    // as root on a socket path, waited for until it listens.
+    if (!a.overlay.empty()) create_overlay(a);
+    double t_overlay = now_ms();
     std::vector<pid_t> vfs_pids;
-    for (const auto& v : virtiofs) {
-        auto eq = v.find('=');
-        if (eq == std::string::npos) die("--virtiofs wants SOCKET=DIR, not " + v);
-        std::string sock = v.substr(0, eq), dir = v.substr(eq + 1);
-        ::unlink(sock.c_str());
-        pid_t pid = ::fork();
-        if (pid == 0) {
-            // Ends with this process however it ends (die() exits without unwinding).
-            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-            int null = ::open("/dev/null", O_RDWR);
-            ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
-            ::execl(virtiofsd_path.c_str(), "virtiofsd", ("--socket-path=" + sock).c_str(), "-o",
-                    ("source=" + dir).c_str(), "-o", "cache=none", static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        if (pid < 0) die("fork");
-        vfs_pids.push_back(pid);
-        struct stat st;
-        for (int i = 0; ::stat(sock.c_str(), &st) != 0; ++i) {
-            if (i > 5000) die("virtiofsd did not make " + sock);
-            ::usleep(1000);
-        }
-        if (gid >= 0 && (::chown(sock.c_str(), 0, static_cast<gid_t>(gid)) != 0 || ::chmod(sock.c_str(), 0660) != 0))
-            die("chown/chmod " + sock);
-    }
+    for (const auto& v : a.virtiofs) vfs_pids.push_back(start_share(a, v));
     struct ShareReaper {
         std::vector<pid_t>& pids;
         ~ShareReaper() {
             for (pid_t p : pids) ::kill(p, SIGTERM), ::waitpid(p, nullptr, 0);
         }
     } share_reaper{vfs_pids};
-    // 2. The embedded root: qemu.conf and the capabilities cache.
-    mkdirs(root + "/etc");
-    write_all(root + "/etc/qemu.conf", conf, 0644);
-    std::string caps_src = caps_from + "/cache/qemu/capabilities", caps_dst = root + "/cache/qemu/capabilities";
-    mkdirs(caps_dst);
-    copy_caps(caps_src, caps_dst);
-    // 3. Into the guests' network namespace (this thread), connect, create.
-    if (!netns.empty()) {
-        std::string p = "/run/netns/" + netns;
-        int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) die("enter network namespace " + p + ": " + std::strerror(errno));
-        ::close(fd);
-    }
+    std::string caps_src = a.caps_from + "/cache/qemu/capabilities", caps_dst = a.root + "/cache/qemu/capabilities";
+    prepare_root(a, conf, caps_dst);
     double t_root = now_ms();
     std::string caps_before = caps_fingerprint(caps_dst);
-    std::string uri = "qemu:///embed?root=" + root;
-    virConnectPtr conn = virConnectOpen(uri.c_str());
-    if (!conn) die("connect " + uri + ": " + last_error());
+    std::string uri = "qemu:///embed?root=" + a.root;
+    Guest g;
+    g.conn = virConnectOpen(uri.c_str());
+    if (!g.conn) die("connect " + uri + ": " + last_error());
     double t_conn = now_ms();
-    virDomainPtr dom = nullptr;
-    bool defined = false;
-    auto fdg = xml.find("fdgroup='");
-    if (fdg == std::string::npos) {
-        dom = virDomainCreateXML(conn, xml.c_str(), 0);
-        if (!dom) die("virDomainCreateXML: " + last_error());
-    } else {
-        std::string group = xml.substr(fdg + 9, xml.find('\'', fdg + 9) - fdg - 9);
-        int image_fd = ::open(backing.c_str(), O_RDONLY | O_CLOEXEC);
-        if (image_fd < 0) die("open " + backing + ": " + std::strerror(errno));
-        dom = virDomainDefineXML(conn, xml.c_str());
-        if (!dom) die("virDomainDefineXML: " + last_error());
-        defined = true;
-        int fds[1] = {image_fd};
-        if (virDomainFDAssociate(dom, group.c_str(), 1, fds, 0) != 0 || virDomainCreate(dom) != 0) {
-            std::string why = last_error();
-            virDomainUndefine(dom);
-            die("virDomainFDAssociate + virDomainCreate: " + why);
-        }
-        ::close(image_fd);
-    }
+    create_domain(g, xml, a.backing);
     double t_created = now_ms();
     bool caps_probed = caps_fingerprint(caps_dst) != caps_before;
-    if (caps_probed) {
-        // As the keeper refreshes the node's cache: the next start finds fresh capabilities.
-        copy_caps(caps_dst, caps_src);
-    }
+    // As the keeper refreshes the node's cache: the next start finds fresh capabilities.
+    if (caps_probed) copy_caps(caps_dst, caps_src);
 
-    auto fail = [&](const std::string& why) {
-        virDomainDestroy(dom);
-        if (defined) virDomainUndefine(dom);
-        virDomainFree(dom);
-        virConnectClose(conn);
-        die(why);
-    };
-
-    // 4. Wait for the guest.
-    double t_waited = t_created;
-    std::string waited_for = "none";
-    bool stopped_early = false;
-    if (!wait_ip.empty() || !wait_console.empty()) {
-        double deadline = t_created + timeout_s * 1000;
-        std::string file, text;
-        if (!wait_console.empty()) {
-            auto c = wait_console.find(':');
-            file = wait_console.substr(0, c);
-            text = c == std::string::npos ? "" : wait_console.substr(c + 1);
-        }
-        for (;;) {
-            if (g_stop) fail("interrupted");
-            if (!wait_ip.empty() && port_open(wait_ip, 22)) {
-                waited_for = "ssh";
-                break;
-            }
-            if (!file.empty() && read_all(file).find(text) != std::string::npos) {
-                waited_for = "console";
-                break;
-            }
-            if (virDomainIsActive(dom) != 1) {
-                stopped_early = true;
-                waited_for = "stopped";
-                break;
-            }
-            if (now_ms() > deadline) {
-                waited_for = "timeout";
-                break;
-            }
-            ::usleep(50000);
-        }
-        t_waited = now_ms();
-    }
-
+    std::string waited_for = wait_for_guest(a, g, t_created);
+    double t_waited = waited_for == "none" ? t_created : now_ms();
     // 4b. The first command (in the network namespace, like the wait).
-    double t_exec = t_waited;
     int exec_rc = -1;
-    if (!exec_cmd.empty() && (waited_for == "ssh" || waited_for == "console")) {
-        exec_rc = run({"/bin/sh", "-c", exec_cmd});
-        t_exec = now_ms();
-    }
+    if (!a.exec_cmd.empty() && (waited_for == "ssh" || waited_for == "console"))
+        exec_rc = run({"/bin/sh", "-c", a.exec_cmd});
+    double t_exec = now_ms();
+    if (!a.destroy && a.remove_dirs.empty()) return live_until_stopped(g);
 
     // 5. Tear down.
-    double t_destroyed = t_exec, t_removed = t_exec;
-    if (destroy || !remove_dirs.empty()) {
-        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) != 0) fail("virDomainDestroy: " + last_error());
-        if (defined) virDomainUndefine(dom);
-        virDomainFree(dom);
-        virConnectClose(conn);
-        dom = nullptr;
-        t_destroyed = now_ms();
-        for (const auto& dir : remove_dirs) ::nftw(dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        t_removed = now_ms();
-    } else {
-        // Without --destroy the guest lives until SIGTERM/SIGINT (the process owns it).
-        std::printf("{\"event\": \"created\"}\n");
-        std::fflush(stdout);
-        while (!g_stop && virDomainIsActive(dom) == 1) ::usleep(100000);
-        virDomainDestroy(dom);
-        if (defined) virDomainUndefine(dom);
-        virDomainFree(dom);
-        virConnectClose(conn);
-        return 0;
-    }
+    if (virDomainIsActive(g.dom) == 1 && virDomainDestroy(g.dom) != 0) g.fail("virDomainDestroy: " + last_error());
+    g.end();
+    double t_destroyed = now_ms();
+    for (const auto& dir : a.remove_dirs) ::nftw(dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    double t_removed = now_ms();
 
     std::printf(
         "{\"overlay_ms\": %.1f, \"root_ms\": %.1f, \"connect_ms\": %.1f, \"define_create_ms\": %.1f, "
@@ -431,7 +450,7 @@ int main(int argc, char** argv) {
         "\"exec_ms\": %.1f, \"exec_rc\": %d, \"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f, "
         "\"caps_probed\": %s}\n",
         t_overlay - t0, t_root - t_overlay, t_conn - t_root, t_created - t_conn, t_created - t0, waited_for.c_str(),
-        t_waited - t_created, t_waited - t_conn, stopped_early ? "true" : "false", t_exec - t_waited, exec_rc,
+        t_waited - t_created, t_waited - t_conn, waited_for == "stopped" ? "true" : "false", t_exec - t_waited, exec_rc,
         t_destroyed - t_exec, t_removed - t_destroyed, t_removed - t_exec, caps_probed ? "true" : "false");
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -14,6 +15,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <sstream>
+#include <thread>
 #include <utility>
 
 #include "error.hpp"
@@ -445,9 +448,6 @@ std::string shell_quote(const std::string& s) {
     return out;
 }
 
-namespace {
-
-// The pid recorded in a pid file; 0 when there is none (or it is not a pid).
 pid_t recorded_pid(const std::string& pid_file) {
     std::string text;
     try {
@@ -460,6 +460,44 @@ pid_t recorded_pid(const std::string& pid_file) {
     pid_t pid = static_cast<pid_t>(std::stol(text));
     return pid > 1 ? pid : 0;
 }
+
+void reap_exited_children(const std::string& comm_prefix) {
+    std::string self = "/proc/" + std::to_string(::getpid());
+    for (const auto& tid : list_dir(self + "/task")) {
+        std::string children;
+        if (!read_file_if_exists(self + "/task/" + tid + "/children", children)) continue;
+        std::istringstream in(children);
+        for (pid_t pid; in >> pid;) {
+            std::string stat;
+            if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) continue;
+            size_t open = stat.find('('), close = stat.rfind(')');
+            if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) continue;
+            if (stat[close + 2] == 'Z' && stat.compare(open + 1, comm_prefix.size(), comm_prefix) == 0)
+                ::waitpid(pid, nullptr, WNOHANG);
+        }
+    }
+}
+
+void adopt_orphans_and_reap(const std::string& comm_prefix) {
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) SVM_THROW_ERRNO("prctl(PR_SET_CHILD_SUBREAPER)");
+    std::thread([comm_prefix] {
+        for (;; ::usleep(100000)) {
+            try {
+                reap_exited_children(comm_prefix);
+            } catch (const Error&) {
+                // The next pass tries again.
+            }
+        }
+    }).detach();
+}
+
+void wait_until_reaped(pid_t pid, int timeout_ms) {
+    if (pid <= 1) return;
+    for (long end = now_ms() + timeout_ms; now_ms() < end; ::usleep(2000))
+        if (::kill(pid, 0) != 0 && errno == ESRCH) return;
+}
+
+namespace {
 
 // True while pid runs a command line containing every tab-separated part of
 // `expect` (zombies do not count: a pid file may outlive its process, and

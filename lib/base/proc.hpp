@@ -123,6 +123,21 @@ std::optional<std::string> env_entry(const std::vector<std::string>& env, const 
 // tab-separated part of it must be in its command line (a pid file may outlive
 // its process, and the pid may now be another's). Zombies do not count.
 bool process_recorded_alive(const std::string& pid_file, const std::string& expect);
+// The pid recorded in a pid file; 0 when there is none (or it is not a pid).
+pid_t recorded_pid(const std::string& pid_file);
+// Makes this process the subreaper of what its children leave behind (a
+// daemon they start becomes its child, not init's) and starts a thread that
+// reaps, within 100 ms of their exit, those of its children whose command
+// name starts with `comm_prefix`; other children are left to whoever waits
+// for them. For a process whose helpers daemonize programs it then waits to
+// see gone (libvirt and QEMU): a late-reaping init (a container's) would
+// otherwise keep them zombies, which libvirt takes for alive.
+void adopt_orphans_and_reap(const std::string& comm_prefix);
+// One pass of that thread's work, now.
+void reap_exited_children(const std::string& comm_prefix);
+// Waits (at most timeout_ms) until pid no longer exists at all, zombie
+// included: once its parent, or init, has reaped it.
+void wait_until_reaped(pid_t pid, int timeout_ms);
 // Stops such a process if it still runs: SIGTERM, then SIGKILL after grace_ms
 // (0: at once); returns when it is gone, throws if SIGKILL did not end it.
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);

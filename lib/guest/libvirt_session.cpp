@@ -145,8 +145,14 @@ std::string qemu_pid_file(const std::string& root, const std::string& name) {
 }
 
 void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name) {
+    std::string pid_file = qemu_pid_file(root, name);
+    pid_t pid = process_recorded_alive(pid_file, qemu_mark(name)) ? recorded_pid(pid_file) : 0;
     try {
-        stop_recorded_process(qemu_pid_file(root, name), qemu_mark(name), 0);
+        stop_recorded_process(pid_file, qemu_mark(name), 0);
+        // libvirt polls a killed QEMU every 200 ms until it is reaped, not
+        // only dead: it is not asked before (a keeper reaps its QEMU itself).
+        reap_exited_children("qemu-system");
+        wait_until_reaped(pid, 1000);
     } catch (const Error&) {
         // virDomainDestroy below tries again.
     }

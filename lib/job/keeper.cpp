@@ -722,6 +722,15 @@ int Keeper::live() {
 
 int Keeper::run() {
     log::debug("keeper started");
+    // QEMU, daemonized by libvirt (the guest and its capability probes),
+    // becomes our child rather than init's, reaped as soon as it exits: an
+    // init that reaps late (a container's) would otherwise leave it a zombie
+    // that libvirt waits for, up to seconds, at every end of a guest.
+    try {
+        adopt_orphans_and_reap("qemu-system");
+    } catch (const Error& e) {
+        log::warn("QEMU is left to init to reap: " + e.chain());
+    }
     if (o_.on_start) o_.on_start(p_);
     write_file_atomic(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
     ignore_job_signals();

@@ -18,12 +18,35 @@ for g in $(getfacl -n "$kvm" 2>/dev/null | sed -n 's/^group:\([0-9]*\):.*/\1/p')
         fail "$kvm holds the entry of ended job $(( g - base_gid )) (group $g), left by an earlier run: run slurm-vm sweep"
 done
 saved="$(stat -c '%u:%g %a' "$kvm")"
-restore() { chown "${saved% *}" "$kvm"; chmod "${saved#* }" "$kvm"; }
+# QEMU "changed" (an upgrade): every node's cached capabilities are stale.
+# libvirt takes its modules directory's time as part of QEMU (so does a
+# package upgrade), and unlike the binary's ctime it can be set back: the
+# nodes' caches are kept aside and put back afterwards, valid again, so the
+# tests that follow do not pay a probe per node and CPU for this one.
+moddir=/usr/lib/x86_64-linux-gnu/qemu
+[[ -d $moddir ]] || fail "no $moddir (QEMU's modules directory, whose time libvirt checks) on this machine"
+moddir_mtime="$(stat -c %Y "$moddir")"
+caps_saved="$(mktemp -d)"
+state_pattern="$(cluster_setting state_dir /run/slurm-vm/%n)"
+nodes="$(sinfo -h -N -o %N | sort -u)"
+for n in $nodes; do
+    d="${state_pattern//%n/$n}/libvirt-caps"
+    if [[ -d $d ]]; then cp -a "$d" "$caps_saved/$n"; fi
+done
+restore() {
+    chown "${saved% *}" "$kvm"
+    chmod "${saved#* }" "$kvm"
+    touch -m -d "@$moddir_mtime" "$moddir"
+    for n in $nodes; do
+        d="${state_pattern//%n/$n}/libvirt-caps"
+        [[ -d $caps_saved/$n ]] || continue
+        rm -rf "$d" && cp -a "$caps_saved/$n" "$d"
+    done
+    rm -rf "$caps_saved"
+}
 trap restore EXIT
 chown root:root "$kvm" && chmod 0600 "$kvm"     # a fresh machine's /dev/kvm
-# QEMU "changed" (an upgrade): every node's cached capabilities are stale.
-emu=/usr/bin/qemu-system-x86_64
-chmod "$(stat -c '%a' "$emu")" "$emu"
+touch -m -d "@$((moddir_mtime + 1))" "$moddir"
 
 log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
 wd="$(workdir)"

@@ -106,15 +106,22 @@ ImageCorpus& ImageCorpus::shared() {
 }
 
 void ImageCorpus::build() {
+    build_qcow2_and_raw();
+    build_other_formats();
+    build_special_files();
+}
+
+void ImageCorpus::qcow2(const std::string& name, const std::vector<std::string>& opts, const std::string& size) {
+    std::vector<std::string> args = {"create", "-q", "-f", "qcow2"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.push_back(path(name));
+    args.push_back(size);
+    qemu_img(args);
+    add(name);
+}
+
+void ImageCorpus::build_qcow2_and_raw() {
     auto p = [&](const std::string& n) { return path(n); };
-    auto qcow2 = [&](const std::string& name, std::vector<std::string> opts, const std::string& size) {
-        std::vector<std::string> args = {"create", "-q", "-f", "qcow2"};
-        args.insert(args.end(), opts.begin(), opts.end());
-        args.push_back(p(name));
-        args.push_back(size);
-        qemu_img(args);
-        add(name);
-    };
     // Header offsets (docs/interop/qcow2.txt).
     const uint64_t kVersion = 4, kBackingOffset = 8, kBackingSize = 16, kClusterBits = 20, kCrypt = 32,
                    kSnapshotsOffset = 64, kIncompat = 72;
@@ -190,7 +197,10 @@ void ImageCorpus::build() {
           "1M");
     qcow2("encrypted-aes.qcow2", {}, "1M");  // legacy AES, flagged by hand
     put_be32(p("encrypted-aes.qcow2"), kCrypt, 1);
+}
 
+void ImageCorpus::build_other_formats() {
+    auto p = [&](const std::string& n) { return path(n); };
     // Formats we do not accept.
     for (const char* f : {"vmdk", "vdi", "vhdx", "vpc", "qed", "parallels", "qcow"}) {
         std::string name = std::string("image.") + f;
@@ -224,7 +234,10 @@ void ImageCorpus::build() {
     make_file(p("image.dmg"), "", 1 << 20);
     write_bytes(p("image.dmg"), (1 << 20) - 512, "koly");
     add("image.dmg");
+}
 
+void ImageCorpus::build_special_files() {
+    auto p = [&](const std::string& n) { return path(n); };
     // Not regular files, and files nobody may read.
     if (::mkfifo(p("fifo").c_str(), 0666) != 0) SVM_THROW_ERRNO("mkfifo");
     add("fifo");

@@ -25,6 +25,13 @@ public:
 
 private:
     void build();
+    // The corpus in three parts: qcow2 and raw images (good and crafted),
+    // formats that are refused, and files that are not images at all.
+    void build_qcow2_and_raw();
+    void build_other_formats();
+    void build_special_files();
+    // qemu-img create -f qcow2 OPTS NAME SIZE, added to the corpus.
+    void qcow2(const std::string& name, const std::vector<std::string>& opts, const std::string& size);
     void add(const std::string& name) { names_.push_back(name); }
     std::string dir_;
     std::vector<std::string> names_;

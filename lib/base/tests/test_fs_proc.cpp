@@ -224,6 +224,29 @@ TEST_CASE("spawn_detached: its own session, adopted, output to the log and nothi
     CHECK_THROWS_AS(svm::spawn_detached({"/bin/true"}, link), svm::Error);
 }
 
+TEST_CASE("reap_exited_children reaps exited children of that name only", "[proc]") {
+    // Two children that exit at once: one named as asked (the name of the
+    // file it runs), one not.
+    svm::test::TempDir tmp("svm-reap");
+    std::string prog = tmp.path() + "/reap-me-please";
+    svm::write_file_atomic(prog, svm::read_file("/bin/true"), 0755);
+    pid_t named = svm::spawn({prog}, {});
+    pid_t other = svm::spawn({"/bin/true"}, {});
+    auto zombie = [](pid_t pid) {
+        std::string stat;
+        return svm::read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat) &&
+               stat[stat.rfind(')') + 2] == 'Z';
+    };
+    for (int i = 0; i < 500 && !(zombie(named) && zombie(other)); ++i) ::usleep(10000);
+    REQUIRE(zombie(named));
+    REQUIRE(zombie(other));
+    svm::reap_exited_children("reap-me");
+    CHECK(::waitpid(named, nullptr, WNOHANG) == -1);  // gone: reaped by the pass
+    CHECK(errno == ECHILD);
+    CHECK(zombie(other));  // left to whoever waits for it
+    CHECK(::waitpid(other, nullptr, 0) == other);
+}
+
 TEST_CASE("shell_quote survives single quotes") {
     auto r = svm::run({"/bin/sh", "-c", "printf %s " + svm::shell_quote("it's $HOME `x`")});
     CHECK(r.out == "it's $HOME `x`");

@@ -238,8 +238,9 @@ TEST_CASE("header inspection tells every format and finds polyglots", "[image]")
     // Probes see the first 512 bytes zero padded, as QEMU does.
     uint8_t buf[512] = {};
     CHECK(svm::probe_formats(buf).empty());
-    std::memcpy(buf, "QFI\xfb\0\0\0\x03", 8);
-    std::memcpy(buf + 0x40, "\x7f\x10\xda\xbe", 4);
+    const uint8_t qcow2_magic_v3[] = {'Q', 'F', 'I', 0xfb, 0, 0, 0, 3}, vdi_signature[] = {0x7f, 0x10, 0xda, 0xbe};
+    std::copy(std::begin(qcow2_magic_v3), std::end(qcow2_magic_v3), buf);
+    std::copy(std::begin(vdi_signature), std::end(vdi_signature), buf + 0x40);
     CHECK(svm::probe_formats(buf) == std::vector<svm::ImageFormat>{svm::ImageFormat::qcow2, svm::ImageFormat::vdi});
     CHECK(svm::printable(std::string("a\nb\x01", 4)) == "a\\x0ab\\x01");
 }
