@@ -461,20 +461,30 @@ pid_t recorded_pid(const std::string& pid_file) {
     return pid > 1 ? pid : 0;
 }
 
+namespace {
+// An exited (zombie) daemon named comm_prefix..., in a session other than `own`.
+bool exited_daemon(pid_t pid, const std::string& comm_prefix, pid_t own) {
+    std::string stat;
+    if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) return false;
+    size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) return false;
+    if (stat.compare(open + 1, comm_prefix.size(), comm_prefix) != 0) return false;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    return rest >> state >> ppid >> pgrp >> session && state == 'Z' && session != own;
+}
+}  // namespace
+
 void reap_exited_children(const std::string& comm_prefix) {
     std::string self = "/proc/" + std::to_string(::getpid());
+    pid_t own = ::getsid(0);
     for (const auto& tid : list_dir(self + "/task")) {
         std::string children;
         if (!read_file_if_exists(self + "/task/" + tid + "/children", children)) continue;
         std::istringstream in(children);
-        for (pid_t pid; in >> pid;) {
-            std::string stat;
-            if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) continue;
-            size_t open = stat.find('('), close = stat.rfind(')');
-            if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size()) continue;
-            if (stat[close + 2] == 'Z' && stat.compare(open + 1, comm_prefix.size(), comm_prefix) == 0)
-                ::waitpid(pid, nullptr, WNOHANG);
-        }
+        for (pid_t pid; in >> pid;)
+            if (exited_daemon(pid, comm_prefix, own)) ::waitpid(pid, nullptr, WNOHANG);
     }
 }
 

@@ -127,11 +127,15 @@ bool process_recorded_alive(const std::string& pid_file, const std::string& expe
 pid_t recorded_pid(const std::string& pid_file);
 // Makes this process the subreaper of what its children leave behind (a
 // daemon they start becomes its child, not init's) and starts a thread that
-// reaps, within 100 ms of their exit, those of its children whose command
-// name starts with `comm_prefix`; other children are left to whoever waits
-// for them. For a process whose helpers daemonize programs it then waits to
-// see gone (libvirt and QEMU): a late-reaping init (a container's) would
-// otherwise keep them zombies, which libvirt takes for alive.
+// every 100 ms reaps those of its exited children that are daemons of that
+// kind: their command names start with `comm_prefix`, and they run in a
+// session other than this process's (a daemon leaves its parent's session;
+// a child this process started and waits for itself, as libvirt waits for
+// the QEMU it runs with -daemonize, stays in it). Any other child is left to
+// whoever waits for it. For a process whose library daemonizes programs and
+// then waits to see them gone (libvirt and QEMU): an init that reaps late (a
+// container's) would otherwise keep them zombies, which libvirt takes for
+// alive.
 void adopt_orphans_and_reap(const std::string& comm_prefix);
 // One pass of that thread's work, now.
 void reap_exited_children(const std::string& comm_prefix);

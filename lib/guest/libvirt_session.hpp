@@ -69,11 +69,10 @@ std::string qemu_pid_file(const std::string& root, const std::string& name);
 // Ends the domain's QEMU at once (SIGKILL, no graceful exit: for a guest
 // whose job is over, nothing in it matters any more), then lets libvirt tidy
 // its state (virDomainDestroy alone sends SIGTERM first and waits for QEMU to
-// exit). libvirt then polls every 200 ms until the process is reaped by its
-// parent, the node's init (libvirt daemonizes QEMU). The keeper does not reap
-// it as a subreaper: libvirt's capability probes run QEMU with its own
-// -daemonize, whose processes libvirt waits for too, and an intermediate of
-// those would block a reaper that may only take QEMU's own processes.
+// exit). libvirt then polls every 200 ms until the process is reaped, not
+// only dead: QEMU is reaped first when it is this process's child (the
+// keeper is the subreaper of the QEMU processes libvirt daemonizes, see
+// adopt_orphans_and_reap in proc.hpp).
 void destroy_now(virDomainPtr dom, const std::string& root, const std::string& name);
 
 }  // namespace svm

@@ -725,7 +725,8 @@ int Keeper::run() {
     // QEMU, daemonized by libvirt (the guest and its capability probes),
     // becomes our child rather than init's, reaped as soon as it exits: an
     // init that reaps late (a container's) would otherwise leave it a zombie
-    // that libvirt waits for, up to seconds, at every end of a guest.
+    // that libvirt waits for, up to seconds, at every end of a guest and
+    // twice in every capability probe.
     try {
         adopt_orphans_and_reap("qemu-system");
     } catch (const Error& e) {

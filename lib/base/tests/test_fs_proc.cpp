@@ -224,26 +224,34 @@ TEST_CASE("spawn_detached: its own session, adopted, output to the log and nothi
     CHECK_THROWS_AS(svm::spawn_detached({"/bin/true"}, link), svm::Error);
 }
 
-TEST_CASE("reap_exited_children reaps exited children of that name only", "[proc]") {
-    // Two children that exit at once: one named as asked (the name of the
-    // file it runs), one not.
+TEST_CASE("reap_exited_children reaps exited daemons of that name only", "[proc]") {
+    // Three children that exit at once: one named as asked (the name of the
+    // file it runs) in a session of its own (a daemon), one named so in this
+    // process's session (a child someone here waits for), one of another
+    // name in a session of its own.
     svm::test::TempDir tmp("svm-reap");
     std::string prog = tmp.path() + "/reap-me-please";
     svm::write_file_atomic(prog, svm::read_file("/bin/true"), 0755);
-    pid_t named = svm::spawn({prog}, {});
-    pid_t other = svm::spawn({"/bin/true"}, {});
+    svm::SpawnOptions daemon;
+    daemon.new_session = true;
+    pid_t reaped = svm::spawn({prog}, daemon);
+    pid_t waited_for = svm::spawn({prog}, {});
+    pid_t other = svm::spawn({"/bin/true"}, daemon);
     auto zombie = [](pid_t pid) {
         std::string stat;
         return svm::read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat) &&
                stat[stat.rfind(')') + 2] == 'Z';
     };
-    for (int i = 0; i < 500 && !(zombie(named) && zombie(other)); ++i) ::usleep(10000);
-    REQUIRE(zombie(named));
+    for (int i = 0; i < 500 && !(zombie(reaped) && zombie(waited_for) && zombie(other)); ++i) ::usleep(10000);
+    REQUIRE(zombie(reaped));
+    REQUIRE(zombie(waited_for));
     REQUIRE(zombie(other));
     svm::reap_exited_children("reap-me");
-    CHECK(::waitpid(named, nullptr, WNOHANG) == -1);  // gone: reaped by the pass
+    CHECK(::waitpid(reaped, nullptr, WNOHANG) == -1);  // gone: reaped by the pass
     CHECK(errno == ECHILD);
-    CHECK(zombie(other));  // left to whoever waits for it
+    CHECK(zombie(waited_for));  // left to whoever waits for them
+    CHECK(zombie(other));
+    CHECK(::waitpid(waited_for, nullptr, 0) == waited_for);
     CHECK(::waitpid(other, nullptr, 0) == other);
 }
 
