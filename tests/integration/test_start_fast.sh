@@ -9,12 +9,20 @@ source "$(dirname "$0")/lib.sh"
 
 kvm=/dev/kvm
 [[ -e $kvm ]] || { log "SKIP: no $kvm on this machine"; exit 77; }
+# The jobs of earlier tests end first: while an entry of theirs is on the
+# device, chmod below would set only the ACL's mask, and their epilogs would
+# then bring back the group bits the device had before (seen with Slurm
+# 24.11, whose epilogs of test_srun's jobs ran into this test).
+for ((i = 0; i < 120; i++)); do
+    [[ -z "$(squeue -h 2>/dev/null)" ]] && break
+    sleep 1
+done
+[[ -z "$(squeue -h)" ]] || fail "jobs of earlier tests still in the queue after 120 s: $(squeue -h)"
 # Entries of earlier jobs (ended: none runs now) would keep the group bits
 # this test checks: a leak of an earlier run, which `slurm-vm sweep` removes.
 base_gid=$(cluster_setting job_gid_base $((0x70000000)))
 for g in $(getfacl -n "$kvm" 2>/dev/null | sed -n 's/^group:\([0-9]*\):.*/\1/p'); do
-    (( g >= base_gid )) || continue
-    [[ -n "$(squeue -h -t PD,CF,R,CG,S,ST -j $(( g - base_gid )) 2>/dev/null)" ]] ||
+    (( g >= base_gid )) &&
         fail "$kvm holds the entry of ended job $(( g - base_gid )) (group $g), left by an earlier run: run slurm-vm sweep"
 done
 saved="$(stat -c '%u:%g %a' "$kvm")"
@@ -39,14 +47,15 @@ restore() {
     touch -m -d "@$moddir_mtime" "$moddir"
     for n in $nodes; do
         d="${state_pattern//%n/$n}/libvirt-caps"
-        [[ -d $caps_saved/$n ]] || continue
-        rm -rf "$d" && cp -a "$caps_saved/$n" "$d"
+        rm -rf "$d"  # a node without caches before has none after
+        if [[ -d $caps_saved/$n ]]; then cp -a "$caps_saved/$n" "$d"; fi
     done
     rm -rf "$caps_saved"
 }
 trap restore EXIT
 chown root:root "$kvm" && chmod 0600 "$kvm"     # a fresh machine's /dev/kvm
-touch -m -d "@$((moddir_mtime + 1))" "$moddir"
+touch -m "$moddir"  # now: a time no cache of an earlier run can hold
+[[ "$(stat -c %Y "$moddir")" != "$moddir_mtime" ]] || { sleep 1; touch -m "$moddir"; }
 
 log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
 wd="$(workdir)"
