@@ -51,7 +51,7 @@ std::string run_checked(const std::vector<std::string>& argv, const RunOptions& 
 // its stdout/stderr are returned, an exception's message on its stderr. The
 // callback may write a result to the given fd (a pipe read back into
 // RunResult::out). For single-threaded callers only (the child runs C++ code
-// and allocates): the prolog, the epilog, the keeper before it opens libvirt.
+// and allocates): the prolog, the epilog and the admin command use it.
 RunResult run_function(const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);
 // The same with the child dropped to `as` first.
 RunResult run_function_as(const Credentials& as, const std::function<int(int out_fd)>& fn, int timeout_ms = 60000);

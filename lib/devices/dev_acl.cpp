@@ -178,8 +178,12 @@ bool accessible_rw_as(const std::string& path, uid_t uid, gid_t gid) {
         }
         who.groups.resize(static_cast<size_t>(n));
     }
-    RunResult r = run_function_as(
-        who, [&](int) { return ::access(path.c_str(), R_OK | W_OK) == 0 ? 0 : 1; }, 10000);
+    // test(1) in a child of that identity (exec'd: the keeper, which asks,
+    // runs libvirt's threads, and a child of a threaded process runs no C++).
+    RunOptions o;
+    o.as = who;
+    o.timeout_ms = 10000;
+    RunResult r = run({"test", "-r", path, "-a", "-w", path}, o);
     if (r.status != 0 && r.status != 1)
         SVM_THROW("checking access to " + path + " as uid " + std::to_string(uid) + " failed: " + trim(r.err));
     return r.status == 0;
