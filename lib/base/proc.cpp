@@ -323,7 +323,6 @@ SpawnOptions run_spawn_options(const std::vector<std::string>& argv, const RunOp
     s.limit_cpu_s = opts.limit_cpu_s;
     s.limit_as_bytes = opts.limit_as_bytes;
     s.as = opts.as;
-    s.search_path = argv[0].find('/') == std::string::npos;
     s.exec_error = argv[0] + ": ";
     return s;
 }
@@ -461,20 +460,25 @@ pid_t recorded_pid(const std::string& pid_file) {
     return pid > 1 ? pid : 0;
 }
 
-namespace {
-// An exited (zombie) daemon named comm_prefix..., in a session other than `own`.
-bool exited_daemon(pid_t pid, const std::string& comm_prefix, pid_t own) {
+std::optional<ProcStat> proc_stat(pid_t pid) {
     std::string stat;
-    if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) return false;
+    try {
+        if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat)) return std::nullopt;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    // The command name may hold spaces and parentheses: it ends at the last ')'.
     size_t open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close < open) return false;
-    if (stat.compare(open + 1, comm_prefix.size(), comm_prefix) != 0) return false;
-    std::istringstream rest(stat.substr(close + 1));
-    char state = 0;
+    if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+    ProcStat ps;
+    ps.comm = stat.substr(open + 1, close - open - 1);
     long ppid = 0, pgrp = 0, session = 0;
-    return rest >> state >> ppid >> pgrp >> session && state == 'Z' && session != own;
+    std::istringstream rest(stat.substr(close + 1));
+    if (!(rest >> ps.state >> ppid >> pgrp >> session)) return std::nullopt;
+    ps.ppid = static_cast<pid_t>(ppid);
+    ps.session = static_cast<pid_t>(session);
+    return ps;
 }
-}  // namespace
 
 void reap_exited_children(const std::string& comm_prefix) {
     std::string self = "/proc/" + std::to_string(::getpid());
@@ -483,8 +487,12 @@ void reap_exited_children(const std::string& comm_prefix) {
         std::string children;
         if (!read_file_if_exists(self + "/task/" + tid + "/children", children)) continue;
         std::istringstream in(children);
-        for (pid_t pid; in >> pid;)
-            if (exited_daemon(pid, comm_prefix, own)) ::waitpid(pid, nullptr, WNOHANG);
+        for (pid_t pid; in >> pid;) {
+            // An exited daemon: a zombie of that name in another session.
+            auto ps = proc_stat(pid);
+            if (ps && ps->state == 'Z' && ps->session != own && ps->comm.rfind(comm_prefix, 0) == 0)
+                ::waitpid(pid, nullptr, WNOHANG);
+        }
     }
 }
 
@@ -513,10 +521,9 @@ namespace {
 // `expect` (zombies do not count: a pid file may outlive its process, and
 // pids are reused).
 bool runs(pid_t pid, const std::string& expect) {
-    std::string cmd, stat;
+    std::string cmd;
     try {
         if (!read_file_if_exists("/proc/" + std::to_string(pid) + "/cmdline", cmd)) return false;
-        read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat);
     } catch (const Error&) {
         return false;
     }
@@ -529,8 +536,8 @@ bool runs(pid_t pid, const std::string& expect) {
         if (cmd.find(expect.substr(b, e - b)) == std::string::npos) return false;
         b = e + 1;
     }
-    auto rp = stat.rfind(')');
-    return !(rp != std::string::npos && rp + 2 < stat.size() && stat[rp + 2] == 'Z');
+    auto ps = proc_stat(pid);
+    return !(ps && ps->state == 'Z');
 }
 
 }  // namespace

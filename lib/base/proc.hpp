@@ -125,6 +125,15 @@ std::optional<std::string> env_entry(const std::vector<std::string>& env, const 
 bool process_recorded_alive(const std::string& pid_file, const std::string& expect);
 // The pid recorded in a pid file; 0 when there is none (or it is not a pid).
 pid_t recorded_pid(const std::string& pid_file);
+// Fields of /proc/<pid>/stat; nullopt when the process is gone or the file
+// cannot be read or parsed.
+struct ProcStat {
+    std::string comm;  // the command name (15 characters at most)
+    char state = 0;    // 'R', 'S', ..., 'Z' for a zombie
+    pid_t ppid = 0;
+    pid_t session = 0;
+};
+std::optional<ProcStat> proc_stat(pid_t pid);
 // Makes this process the subreaper of what its children leave behind (a
 // daemon they start becomes its child, not init's) and starts a thread that
 // every 100 ms reaps those of its exited children that are daemons of that

@@ -139,20 +139,9 @@ int listen_unix(const std::string& path, uid_t uid) {
 pid_t find_child(pid_t parent) {
     for (const auto& name : list_dir("/proc")) {
         if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::string stat;
-        try {
-            if (!read_file_if_exists("/proc/" + name + "/stat", stat)) continue;
-        } catch (const Error&) {
-            continue;
-        }
-        auto rp = stat.rfind(')');
-        if (rp == std::string::npos) continue;
-        int ppid = 0;
-        char st;
-        if (std::sscanf(stat.c_str() + rp + 2, "%c %d", &st, &ppid) != 2) continue;
-        auto lp = stat.find('(');
-        std::string comm = lp == std::string::npos ? "" : stat.substr(lp + 1, rp - lp - 1);
-        if (ppid == parent && comm == "sleep") return static_cast<pid_t>(std::stol(name));
+        auto pid = static_cast<pid_t>(std::stol(name));
+        auto ps = proc_stat(pid);
+        if (ps && ps->ppid == parent && ps->comm == "sleep") return pid;
     }
     return 0;
 }

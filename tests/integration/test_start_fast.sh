@@ -36,19 +36,18 @@ moddir=/usr/lib/x86_64-linux-gnu/qemu
 moddir_mtime="$(stat -c %Y "$moddir")"
 caps_saved="$(mktemp -d)"
 state_pattern="$(cluster_setting state_dir /run/slurm-vm/%n)"
+caps_dir() { echo "${state_pattern//%n/$1}/libvirt-caps"; }  # NODE's capabilities caches
 nodes="$(sinfo -h -N -o %N | sort -u)"
 for n in $nodes; do
-    d="${state_pattern//%n/$n}/libvirt-caps"
-    if [[ -d $d ]]; then cp -a "$d" "$caps_saved/$n"; fi
+    if [[ -d $(caps_dir "$n") ]]; then cp -a "$(caps_dir "$n")" "$caps_saved/$n"; fi
 done
 restore() {
     chown "${saved% *}" "$kvm"
     chmod "${saved#* }" "$kvm"
     touch -m -d "@$moddir_mtime" "$moddir"
     for n in $nodes; do
-        d="${state_pattern//%n/$n}/libvirt-caps"
-        rm -rf "$d"  # a node without caches before has none after
-        if [[ -d $caps_saved/$n ]]; then cp -a "$caps_saved/$n" "$d"; fi
+        rm -rf "$(caps_dir "$n")"  # a node without caches before has none after
+        if [[ -d $caps_saved/$n ]]; then cp -a "$caps_saved/$n" "$(caps_dir "$n")"; fi
     done
     rm -rf "$caps_saved"
 }
@@ -74,7 +73,7 @@ created_ms() { sed -n 's/.*guest slurm-vm-[0-9]*-node1 created in \([0-9]*\) ms.
 
 # A node that never started a guest has no capabilities cache to go stale
 # (the first job's prolog would probe QEMU as it is now): one job makes it.
-if [[ ! -d "${state_pattern//%n/node1}/libvirt-caps/cache/qemu/capabilities" ]]; then
+if [[ ! -d "$(caps_dir node1)/cache/qemu/capabilities" ]]; then
     w="$(run_job)"
     log "job $w: node1's first guest made its capabilities cache"
 fi
