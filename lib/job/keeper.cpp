@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>

@@ -238,9 +238,8 @@ TEST_CASE("reap_exited_children reaps exited daemons of that name only", "[proc]
     pid_t waited_for = svm::spawn({prog}, {});
     pid_t other = svm::spawn({"/bin/true"}, daemon);
     auto zombie = [](pid_t pid) {
-        std::string stat;
-        return svm::read_file_if_exists("/proc/" + std::to_string(pid) + "/stat", stat) &&
-               stat[stat.rfind(')') + 2] == 'Z';
+        auto ps = svm::proc_stat(pid);
+        return ps && ps->state == 'Z';
     };
     for (int i = 0; i < 500 && !(zombie(reaped) && zombie(waited_for) && zombie(other)); ++i) ::usleep(10000);
     REQUIRE(zombie(reaped));
