@@ -22,11 +22,35 @@ pass() { log "PASS: $*"; }
 
 as_user() { local u="$1"; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" PATH=/usr/bin:/bin "$@"; }
 
-# A fresh working directory owned by the test user.
+# What a test undoes when it exits, however it exits: its own actions
+# (on_exit CMD, the last registered runs first), then the working directories
+# workdir made, so that no test leaves its images behind.
+# An action's own status does not count; one that finds something wrong
+# calls fail_at_exit. SVM_KEEP_WORKDIRS=1 keeps the directories to look at.
+SVM_EXIT_ACTIONS=()
+SVM_EXIT_FAILED=0
+SVM_WORKDIR_LIST="$(mktemp /tmp/svm-workdirs.XXXXXX)"
+on_exit() { SVM_EXIT_ACTIONS=("$1" "${SVM_EXIT_ACTIONS[@]}"); }
+fail_at_exit() { log "FAIL: $*"; SVM_EXIT_FAILED=1; }
+run_exit_actions() {
+    local rc=$? action d
+    set +e
+    for action in "${SVM_EXIT_ACTIONS[@]}"; do eval "$action"; done
+    (( rc == 0 && SVM_EXIT_FAILED )) && rc=1
+    while read -r d; do
+        if [[ -n "${SVM_KEEP_WORKDIRS:-}" ]]; then log "kept $d"; else rm -rf -- "$d"; fi
+    done <"$SVM_WORKDIR_LIST"
+    rm -f -- "$SVM_WORKDIR_LIST"
+    exit "$rc"
+}
+trap run_exit_actions EXIT
+
+# A fresh working directory owned by the test user, removed when the test exits.
 workdir() {
     local d
     d="$(runuser -u "${1:-$SVM_USER}" -- mktemp -d "/home/${1:-$SVM_USER}/svmtest.XXXXXX")"
     chmod 755 "$d"
+    echo "$d" >>"$SVM_WORKDIR_LIST"
     echo "$d"
 }
 

@@ -36,7 +36,7 @@ no_node_drained
 last="$(sacct -n -X -o JobID -S now-1days 2>/dev/null | grep -o '^[0-9]*' | sort -n | tail -n1)"
 fakes=()
 cleanup() { for d in "${fakes[@]}"; do ip -n svmu-node1 link del "$d" 2>/dev/null; done; }
-trap cleanup EXIT
+on_exit cleanup
 for ((j = last + 1; j <= last + 6; j++)); do
     d="svxt$((j - last))"
     ip -n svmu-node1 link add "$d" type vxlan id $(( (j - 1) % 16777215 + 1 )) local 10.215.0.1 dstport 4789 nolearning ||

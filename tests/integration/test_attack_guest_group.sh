@@ -24,7 +24,7 @@ chown -R "$SVM_USER2:" "$vwd"
 # shellcheck disable=SC2046
 victim="$(cd "$vwd" && as_user "$SVM_USER2" sbatch --parsable -N1 -w node2 -t 6 $(vm_opts) v.sh)"
 cleanup() { scancel "$victim" "${id:-0}" 2>/dev/null || true; }
-trap cleanup EXIT
+on_exit cleanup
 
 cat >"$wd/attack.sh" <<SCRIPT
 #!/bin/sh

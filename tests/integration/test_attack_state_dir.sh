@@ -27,7 +27,7 @@ chmod 755 "$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$img" \
     --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
-trap 'scancel "$id" 2>/dev/null || true' EXIT
+on_exit 'scancel "$id" 2>/dev/null || true'
 log "job $id"
 wait_output "$wd/slurm-$id.out" "^flooded" "the console flood" 600
 dir="$SVM_STATE_ROOT/node1/job_$id"

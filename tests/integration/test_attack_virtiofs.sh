@@ -28,7 +28,7 @@ chmod 755 "$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$img" \
     --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
-trap 'scancel "$id" 2>/dev/null || true; rm -f "/home/$SVM_USER/svm-vfs-over.$id"' EXIT
+on_exit 'scancel "$id" 2>/dev/null || true; rm -f "/home/$SVM_USER/svm-vfs-over.$id"'
 log "job $id"
 out="$wd/slurm-$id.out"
 wait_output "$out" "^probe ready" "the guest's attempts" 600

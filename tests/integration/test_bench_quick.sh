@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 out="$(mktemp -d /tmp/svm-bench-quick.XXXXXX)"
-trap 'rm -rf "$out"' EXIT
+on_exit 'rm -rf "$out"'
 
 log "bench/run --quick (report into a scratch directory)"
 rc=0

@@ -15,7 +15,7 @@ chmod 755 "$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
 # shellcheck disable=SC2046
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 --mem=1500 $(vm_opts) job.sh)"
-trap 'scancel "$id" 2>/dev/null || true' EXIT
+on_exit 'scancel "$id" 2>/dev/null || true'
 log "submitted job $id"
 end=$(( $(date +%s) + 600 ))
 until grep -q "^STARTED on node1-vm" "$wd/slurm-$id.out" 2>/dev/null; do
@@ -68,7 +68,6 @@ pass "$SVM_USER2 gets neither job $id's console nor a shell in its guest"
 
 scancel "$id"
 wait_job "$id" 300 >/dev/null
-trap - EXIT
 wait_clean "$id" 120
 no_node_drained
 pass "job $id cancelled, nothing left, no node drained"

@@ -35,7 +35,7 @@ cleanup() {
         scontrol update nodename=node3 state=resume || true
     fi
 }
-trap cleanup EXIT
+on_exit cleanup
 
 fresh_tree() {
     "$K" --build "$TREE" gpu-node

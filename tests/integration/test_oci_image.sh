@@ -14,7 +14,7 @@ cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
 tmp="$(mktemp -d /var/tmp/svm-oci.XXXXXX)"
 cp -p "$cfg" "$cfg.oci-test"
 cleanup() { mv -f "$cfg.oci-test" "$cfg"; rm -rf "$tmp"; }
-trap cleanup EXIT
+on_exit cleanup
 set_oci() { # cache_max_gib
     python3 - "$cfg.oci-test" "$cfg.new" "$SVM_REGISTRY" "$1" <<'PY'
 import json, sys
@@ -30,7 +30,9 @@ set_oci 20
 # KubeVirt's images have it), in an OCI layout, pushed with skopeo.
 mkdir -p "$tmp/l/disk"
 cp --reflink=auto "$VM_TEST_IMAGE" "$tmp/l/disk/disk.qcow2"
-tar --owner=107 --group=107 -C "$tmp/l" -cf "$tmp/layer.tar" disk
+# The same bytes every run (no dates in the tar or the gzip header): the
+# registry stores one blob however often the suite runs.
+tar --owner=107 --group=107 --mtime=@0 --sort=name -C "$tmp/l" -cf "$tmp/layer.tar" disk
 python3 - "$tmp" <<'PY'
 import gzip, hashlib, json, os, shutil, sys
 t = sys.argv[1]
@@ -42,7 +44,7 @@ def blob(data):
     return "sha256:" + h, len(data)
 raw = open(os.path.join(t, "layer.tar"), "rb").read()
 diff_id = "sha256:" + hashlib.sha256(raw).hexdigest()
-layer, lsize = blob(gzip.compress(raw, compresslevel=1))
+layer, lsize = blob(gzip.compress(raw, compresslevel=1, mtime=0))
 config, csize = blob(json.dumps({"architecture": "amd64", "os": "linux",
                                  "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
 manifest, msize = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -113,5 +115,7 @@ set_oci 0
 out="$("$SVM_BUILD_DIR/admin/slurm-vm" sweep --config "$cfg" --node node1 2>&1)" || fail "sweep failed: $out"
 grep -q "registry cache: removed $entry" <<<"$out" || fail "sweep did not prune node1's cache: $out"
 [[ ! -e "$entry" ]] || fail "$entry is still there after sweep"
+out="$("$SVM_BUILD_DIR/admin/slurm-vm" sweep --config "$cfg" --node node2 2>&1)" || fail "sweep failed on node2: $out"
+[[ ! -e "/var/lib/slurm-vm/node2/oci/$hex" ]] || fail "node2's cache still holds $hex after sweep: $out"
 no_node_drained
-pass "slurm-vm sweep pruned node1's registry cache to its bound"
+pass "slurm-vm sweep pruned node1's and node2's registry caches to their bound"

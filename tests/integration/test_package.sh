@@ -33,15 +33,13 @@ PLUGIN="/usr/lib/$MA/slurm-wlm/slurm-vm.so"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/svm-package.XXXXXX")"
 installed=0
 cleanup() {
-    local rc=$?
     if (( installed )) && [[ "$(pkg_state)" != not-installed && -n "$(pkg_state)" ]]; then
         dpkg --purge slurm-vm >"$TMP/cleanup-purge.log" 2>&1 ||
-            { log "cleanup: dpkg --purge slurm-vm failed:"; cat "$TMP/cleanup-purge.log" >&2; rc=1; }
+            { cat "$TMP/cleanup-purge.log" >&2; fail_at_exit "cleanup: dpkg --purge slurm-vm failed"; }
     fi
     rm -rf "$TMP"
-    exit "$rc"
 }
-trap cleanup EXIT
+on_exit cleanup
 trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------------

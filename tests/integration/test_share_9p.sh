@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 
 NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
-trap 'rm -f "$NODE_CFG"' EXIT
+on_exit 'rm -f "$NODE_CFG"'
 node_shares_9p node2 >/dev/null
 
 wd="$(workdir)"

@@ -11,7 +11,7 @@ home="$(dirname "$wd")"
 secret="$home/svmtest-secret-of-$SVM_USER2.$$"
 rootdir="$home/svmtest-rootdir.$$"
 cleanup() { rm -rf "$secret" "$rootdir"; }
-trap cleanup EXIT
+on_exit cleanup
 echo "not for $SVM_USER" >"$secret"
 chown "$SVM_USER2:" "$secret"
 chmod 0600 "$secret"

@@ -14,7 +14,7 @@ cleanup() {
     scontrol delete PartitionName=vmonly 2>/dev/null || true
     scontrol delete PartitionName=vmdef 2>/dev/null || true
 }
-trap cleanup EXIT
+on_exit cleanup
 python3 - "$cfg" "$VM_TEST_IMAGE" "$VM_TEST_KERNEL" "$VM_TEST_INITRD" <<'PY'
 import json, sys
 path, image, kernel, initrd = sys.argv[1:5]

@@ -51,7 +51,7 @@ restore() {
     done
     rm -rf "$caps_saved"
 }
-trap restore EXIT
+on_exit restore
 chown root:root "$kvm" && chmod 0600 "$kvm"     # a fresh machine's /dev/kvm
 
 log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"

@@ -69,7 +69,7 @@ done
 
 # The cloud kernel has no 9p: on a node set to 9p, one sentence, at boot.
 NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
-trap 'rm -f "$NODE_CFG"' EXIT
+on_exit 'rm -f "$NODE_CFG"'
 node_shares_9p node2 >/dev/null
 img="$(image_of cloud)"
 t0=$(date +%s)

@@ -36,7 +36,7 @@ cleanup() {
     if ((${#submitted[@]})); then scancel "${submitted[@]}" 2>/dev/null || true; fi
     [[ ! -e $kvm ]] || setfacl -x "g:$stale_gid" "$kvm" 2>/dev/null || true
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # shellcheck disable=SC2046
 base="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable --array=0-1 -N1 --mem=1500 $(vm_opts) job.sh)"
