@@ -13,10 +13,13 @@
 
 namespace svm {
 
+// Where the node's cgroup file system is mounted.
+inline constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
+
 // True when cgroup_root is the unified (v2) hierarchy, whose root has
 // cgroup.controllers. A hybrid node (v1 controllers, cgroup2 only for
 // systemd's own tracking) counts as v1, as it does for Slurm.
-bool cgroup_unified(const std::string& cgroup_root = "/sys/fs/cgroup");
+bool cgroup_unified(const std::string& cgroup_root = kCgroupRoot);
 
 // v1: controller list ("cpu,cpuacct") -> path inside that hierarchy, from /proc/PID/cgroup.
 std::map<std::string, std::string> cgroups_of(pid_t pid, const std::string& proc_root = "/proc");
@@ -47,7 +50,7 @@ std::string guest_cgroup_v2(const std::string& task_path);
 // proctrack/cgroup signals and kills a step through) gets the job's cgroup
 // instead of the step's; on v2 it gets guest_cgroup_v2(), created if needed.
 // The epilog ends the guest (and remove_job_cgroups tidies up).
-void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
+void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root = kCgroupRoot,
                      bool out_of_step_signals = false, const std::string& proc_root = "/proc");
 
 // "/slurm_n1/uid_1/job_42/step_extern/task_0" -> "/slurm_n1/uid_1/job_42"
@@ -62,26 +65,25 @@ std::string job_level_path(const std::string& path);
 // when `node` is empty), holding the scope's lock as slurmstepd does; what
 // is left in the guest's own leaves is ended first (for the epilog and
 // sweep, which call this once the job is over).
-int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = "/sys/fs/cgroup",
-                       const std::string& node = "");
+int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = kCgroupRoot, const std::string& node = "");
 
 // Directory of pid's cgroup for `controller` ("cpuset", "memory"): v1, in
 // the hierarchy mounted for it; v2, in the one hierarchy.
-std::string cgroup_dir(pid_t pid, const std::string& controller, const std::string& cgroup_root = "/sys/fs/cgroup",
+std::string cgroup_dir(pid_t pid, const std::string& controller, const std::string& cgroup_root = kCgroupRoot,
                        const std::string& proc_root = "/proc");
 
 // The CPUs and memory limit that apply to pid. v1: its cpuset and memory
 // cgroups. v2: cpuset.cpus.effective of its cgroup or the nearest ancestor
 // that has the file; the tightest memory.max of its cgroup and ancestors
 // ("max" is no limit). No limit: nullopt.
-std::vector<int> cgroup_cpus(pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
+std::vector<int> cgroup_cpus(pid_t pid, const std::string& cgroup_root = kCgroupRoot,
                              const std::string& proc_root = "/proc");
-std::optional<int64_t> cgroup_memory_limit(pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
+std::optional<int64_t> cgroup_memory_limit(pid_t pid, const std::string& cgroup_root = kCgroupRoot,
                                            const std::string& proc_root = "/proc");
 // How many processes the kernel's OOM killer ended in pid's memory cgroup
 // and below (v1: memory.oom_control's oom_kill; v2: memory.events'); nullopt
 // when the kernel does not say.
-std::optional<int64_t> cgroup_oom_kills(pid_t pid, const std::string& cgroup_root = "/sys/fs/cgroup",
+std::optional<int64_t> cgroup_oom_kills(pid_t pid, const std::string& cgroup_root = kCgroupRoot,
                                         const std::string& proc_root = "/proc");
 
 }  // namespace svm

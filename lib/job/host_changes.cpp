@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "cgroup.hpp"
 #include "config.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
@@ -79,6 +80,16 @@ void OverlayDirChange::undo(const UndoScope&) const {
     require_job_path(path, kind);
     remove_tree(path);
 }
+
+Json JobCgroupsChange::to_json() const { return object({{"root", str(root)}}); }
+JobCgroupsChange JobCgroupsChange::from_json(const json_t* d) {
+    const char* root = nullptr;
+    json_int_t at = 0;
+    unpack(d, kind, "{s:s, s?I}", "root", &root, "recorded_at", &at);
+    if (*root != '/') SVM_THROW("job_cgroups record without an absolute root");
+    return {root};
+}
+void JobCgroupsChange::undo(const UndoScope& s) const { remove_job_cgroups(s.job_id, root, s.cfg.node_name); }
 
 Json DomainChange::to_json() const {
     Json d = object({{"embed_root", str(embed_root)}, {"name", str(name)}, {"keeper_pid_file", str(keeper_pid_file)}});
@@ -167,7 +178,7 @@ void undo_device(const UndoScope& s, const LedgerEntry& e) {
 
 void undo_change(const UndoScope& s, const LedgerEntry& e) {
     if (undo_as<JobDirChange>(s, e) || undo_as<DevAclChange>(s, e) || undo_as<OverlayDirChange>(s, e) ||
-        undo_as<DomainChange>(s, e) || undo_as<JobNetChange>(s, e))
+        undo_as<JobCgroupsChange>(s, e) || undo_as<DomainChange>(s, e) || undo_as<JobNetChange>(s, e))
         return;
     if (e.kind == BindRecord::kKind || e.kind == VfReservationRecord::kKind || e.kind == VfConfigRecord::kKind)
         return undo_device(s, e);

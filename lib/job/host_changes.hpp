@@ -59,6 +59,19 @@ struct OverlayDirChange {
     void undo(const UndoScope& s) const;
 };
 
+// The job's cgroups, which the guest joins (lib/host/cgroup.hpp,
+// join_cgroups_of) and so outlives the extern step in: Slurm's rmdir of them
+// fails while it runs. Recorded before the guest, so undone after it: what is
+// left in the guest's own v2 leaf is ended, then the job's empty directories
+// (those of this node's slurmstepd scope on v2) are removed.
+struct JobCgroupsChange {
+    static constexpr const char* kind = "job_cgroups";
+    std::string root;  // the cgroup file system, /sys/fs/cgroup
+    Json to_json() const;
+    static JobCgroupsChange from_json(const json_t* d);
+    void undo(const UndoScope& s) const;
+};
+
 // The guest: its keeper, QEMU and share servers, stopped when undone (the
 // embedded libvirt root goes with the job directory).
 struct DomainChange {

@@ -472,7 +472,7 @@ Keeper::Failure Keeper::confine() {
     if (o_.join_cgroup_of > 0) {
         pid_t task = find_child(o_.join_cgroup_of);
         try {
-            join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), "/sys/fs/cgroup", true);
+            join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), kCgroupRoot, true);
         } catch (const Error& e) {
             return "the guest could not be placed in the job's cgroup on " + p_.node + ": " + e.chain();
         }

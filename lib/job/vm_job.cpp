@@ -603,6 +603,7 @@ void make_libvirt_root(Preparation& s) {
         guest.job_dir = p.dir;
         guest.share_servers = static_cast<int64_t>(p.shares.size());
     }
+    s.ledger.record(JobCgroupsChange{kCgroupRoot});
     s.ledger.record(guest);
     mkdir_p(p.embed_root(), 0710);
     chown_mode(p.embed_root(), 0, s.qgid, 0710);
@@ -683,9 +684,6 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
             failures.push_back(e.chain());
         }
     }
-    // The guest outlived the extern step in the job's cgroups (see
-    // join_cgroups_of): their directories, empty now, are ours to remove.
-    if (failures.empty()) remove_job_cgroups(job_id, "/sys/fs/cgroup", cfg.node_name);
     return failures;
 }
 

@@ -23,7 +23,8 @@
 //   cgroup-join --model PID [--then CMD]           the keeper's step 1: join_cgroups_of(PID,
 //            self, out of the step's signals), then print {"cgroup","cpus","memory_max"}
 //            as the keeper reads them and become CMD (sh -c), as QEMU inherits the cgroup
-//   cgroup-remove --job N [--node NAME]            the epilog's remove_job_cgroups: {"removed"}
+//   cgroup-remove --job N [--node NAME]            remove_job_cgroups: {"removed"}
+//   cgroup-undo --job N [--node NAME]              the epilog's undo of the job_cgroups record: {"undone"}
 //
 // Every sysfs write is logged on stderr ("write #n path <- value").
 #include <fcntl.h>
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "cgroup.hpp"
+#include "config.hpp"
 #include "cpuset.hpp"
 #include "dev_acl.hpp"
 #include "device_config.hpp"
@@ -50,6 +52,7 @@
 #include "device_steps.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "host_changes.hpp"
 #include "json.hpp"
 #include "ledger.hpp"
 #include "sysfs.hpp"
@@ -354,7 +357,18 @@ int cmd_cgroup_join(const Opts& o) {
 
 int cmd_cgroup_remove(const Opts& o) {
     Json j(json_object());
-    json_object_set_new(j.get(), "removed", json_integer(remove_job_cgroups(o.job, "/sys/fs/cgroup", o.node)));
+    json_object_set_new(j.get(), "removed", json_integer(remove_job_cgroups(o.job, kCgroupRoot, o.node)));
+    print_json(j.get());
+    return 0;
+}
+
+// The epilog's undo of the job's job_cgroups ledger record.
+int cmd_cgroup_undo(const Opts& o) {
+    NodeConfig cfg;
+    cfg.node_name = o.node;
+    undo_change(UndoScope{cfg, o.job}, {JobCgroupsChange::kind, JobCgroupsChange{kCgroupRoot}.to_json()});
+    Json j(json_object());
+    json_object_set_new(j.get(), "undone", json_string(JobCgroupsChange::kind));
     print_json(j.get());
     return 0;
 }
@@ -375,6 +389,7 @@ int main(int argc, char** argv) {
         if (o.cmd == "revoke") return cmd_grant(o, false);
         if (o.cmd == "cgroup-join") return cmd_cgroup_join(o);
         if (o.cmd == "cgroup-remove") return cmd_cgroup_remove(o);
+        if (o.cmd == "cgroup-undo") return cmd_cgroup_undo(o);
     } catch (const Error& e) {
         std::fprintf(stderr, "svm-lab-driver %s: %s\n", o.cmd.c_str(), e.chain().c_str());
         return 1;

@@ -72,6 +72,30 @@ TEST_CASE("host changes: recorded, read back from the ledger file, undone in rev
     svm::undo_change(s, {"overlay_dir", svm::OverlayDirChange{overlay}.to_json()});
 }
 
+TEST_CASE("host changes: the job's cgroups, left by its guest, are removed after it; other jobs' stay",
+          "[host_changes]") {
+    svm::test::TempDir tmp("svm-changes-cg");
+    svm::NodeConfig cfg;
+    std::string root = tmp.path();
+    for (const char* d : {"memory/slurm/uid_1/job_77/step_extern/task_0", "cpuset/slurm/uid_1/job_77",
+                          "memory/slurm/uid_1/job_770/step_0"})
+        svm::mkdir_p(svm::path_join(root, d));
+    std::string path = svm::path_join(root, "job_77.json");
+    svm::Ledger::load(path, kJob).record(svm::JobCgroupsChange{root});
+    auto l = svm::Ledger::load(path, kJob);
+    REQUIRE(l.entries().size() == 1);
+    CHECK(svm::JobCgroupsChange::from_json(l.entries()[0].data.get()).root == root);
+    CHECK(svm::undo_ledger(l, cfg).empty());
+    CHECK_FALSE(svm::path_exists(svm::path_join(root, "memory/slurm/uid_1/job_77")));
+    CHECK_FALSE(svm::path_exists(svm::path_join(root, "cpuset/slurm/uid_1/job_77")));
+    CHECK(svm::path_exists(svm::path_join(root, "memory/slurm/uid_1/job_770/step_0")));
+    svm::UndoScope s{cfg, kJob};
+    svm::undo_change(s, {"job_cgroups", svm::JobCgroupsChange{root}.to_json()});  // twice: harmless
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("job_cgroups", R"({"root": "sys/fs/cgroup"})"));
+          }).find("absolute root") != std::string::npos);
+}
+
 TEST_CASE("host changes: records are read strictly, and a path outside a job is never removed", "[host_changes]") {
     svm::NodeConfig cfg;
     svm::UndoScope s{cfg, kJob};

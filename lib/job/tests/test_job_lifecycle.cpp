@@ -113,7 +113,7 @@ TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog c
     REQUIRE(geteuid() == 0);
     Node n;
     std::vector<std::string> kinds = recorded_kinds(n);
-    CHECK(kinds == std::vector<std::string>{"job_dir", "dev_acl", "overlay_dir", "domain"});
+    CHECK(kinds == std::vector<std::string>{"job_dir", "dev_acl", "overlay_dir", "job_cgroups", "domain"});
     svm::JobPlan p = svm::JobPlan::from_json(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "plan.json")), "plan");
     CHECK(p.image == n.req.image);
     CHECK(svm::path_exists(p.overlay()));
@@ -169,7 +169,7 @@ TEST_CASE("job lifecycle: a prolog run again for the same job (requeue) first un
         CHECK_THROWS_AS(svm::prepare_job(n.cfg, n.req), std::runtime_error);
     }
     CHECK(n.leftovers() != "");
-    CHECK(recorded_kinds(n).size() == 4);  // a clean run on top of the leftovers
+    CHECK(recorded_kinds(n).size() == 5);  // a clean run on top of the leftovers
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
 }
