@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +97,7 @@ Prepared prepare(const std::vector<std::string>& argv, const SpawnOptions& opts)
     }
     if (!p.path) p.path = "/usr/bin:/bin";
     if (opts.as) p.groups = opts.as->groups.empty() ? std::vector<gid_t>{opts.as->gid} : opts.as->groups;
+    if (opts.user_namespace && !opts.as) SVM_THROW("spawn: a user namespace needs an identity (as)");
     return p;
 }
 
@@ -141,6 +145,31 @@ void spawn_limits(const SpawnOptions& o) {
         struct rlimit rl = {*o.limit_as_bytes, *o.limit_as_bytes};
         if (::setrlimit(RLIMIT_AS, &rl) != 0) spawn_fail(o, "setrlimit RLIMIT_AS: ");
     }
+    if (o.limit_nofile) {
+        struct rlimit rl = {*o.limit_nofile, *o.limit_nofile};
+        if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {  // without CAP_SYS_RESOURCE: as many as it may
+            if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) spawn_fail(o, "getrlimit RLIMIT_NOFILE: ");
+            rl.rlim_cur = rl.rlim_max;
+            if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) spawn_fail(o, "setrlimit RLIMIT_NOFILE: ");
+        }
+    }
+}
+
+// SpawnOptions::user_namespace, from root with the target's groups and gid.
+void enter_user_namespace(const SpawnOptions& o) {
+    const SpawnOptions::UserNamespace& ns = *o.user_namespace;
+    if (::prctl(PR_SET_KEEPCAPS, 1) != 0) spawn_fail(o, "keepcaps: ");
+    if (::unshare(CLONE_NEWUSER) != 0) spawn_fail(o, "unshare(CLONE_NEWUSER): ");
+    char c = 'u';
+    if (::write(ns.ready_fd, &c, 1) != 1) spawn_fail(o, "write: ");
+    if (::read(ns.mapped_fd, &c, 1) != 1) spawn_fail(o, "read: ");
+    if (::setresuid(ns.inside, ns.inside, ns.inside) != 0) spawn_fail(o, "setresuid: ");
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct d[2]{};
+    if (::syscall(SYS_capget, &h, d) != 0) spawn_fail(o, "capget: ");
+    for (auto& x : d) x.effective = x.inheritable = x.permitted;
+    if (::syscall(SYS_capset, &h, d) != 0) spawn_fail(o, "capset: ");
+    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
 }
 
 void spawn_identity(const Prepared& p) {
@@ -148,7 +177,8 @@ void spawn_identity(const Prepared& p) {
     if (!o.as) return;
     if (::geteuid() == 0 && ::setgroups(p.groups.size(), p.groups.data()) != 0) spawn_fail(o, "setgroups: ");
     if (::setresgid(o.as->gid, o.as->gid, o.as->gid) != 0) spawn_fail(o, "setresgid: ");
-    if (::setresuid(o.as->uid, o.as->uid, o.as->uid) != 0) spawn_fail(o, "setresuid: ");
+    if (o.user_namespace) enter_user_namespace(o);
+    else if (::setresuid(o.as->uid, o.as->uid, o.as->uid) != 0) spawn_fail(o, "setresuid: ");
 }
 
 // execve of a bare name in each directory of the PATH the child gets (not
@@ -184,7 +214,8 @@ void exec_in_path(const Prepared& p) {
     spawn_redirect(o.stdin_fd, 0);
     spawn_redirect(o.stdout_fd, 1);
     spawn_redirect(o.stderr_fd, 2);
-    if (o.close_other_fds) ::close_range(3, ~0U, 0);
+    // Closed at exec (what the identity step needs stays open until then).
+    if (o.close_other_fds && ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) spawn_fail(o, "close_range: ");
     for (int fd : o.keep_fds) {
         errno = EBADF;
         if (fd <= 2 || ::fcntl(fd, F_SETFD, 0) != 0) spawn_fail(o, "keep a descriptor: ");
@@ -195,7 +226,8 @@ void exec_in_path(const Prepared& p) {
         if (o.cwd_missing_note.empty()) spawn_fail(o, "chdir: ");
         (void)!::write(2, o.cwd_missing_note.data(), o.cwd_missing_note.size());
     }
-    if (o.search_path && !std::strchr(p.argv[0], '/')) exec_in_path(p);
+    if (!o.program.empty()) ::execve(o.program.c_str(), p.argv.data(), p.envp);
+    else if (o.search_path && !std::strchr(p.argv[0], '/')) exec_in_path(p);
     else ::execve(p.argv[0], p.argv.data(), p.envp);
     spawn_fail(o, "");
 }

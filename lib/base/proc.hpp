@@ -62,7 +62,7 @@ RunResult run_function_as(const Credentials& as, const std::function<int(int out
 // so threaded callers may use it. Signal dispositions and the mask are
 // inherited except as listed (exec resets handled signals to their default).
 // The child sets up, in this order: signals, session, descriptors, limits,
-// identity, directory (entered as that identity), exec.
+// identity (user namespace), directory (entered as that identity), exec.
 struct SpawnOptions {
     static constexpr int kNull = -2;              // a descriptor: /dev/null
     std::optional<std::vector<std::string>> env;  // the full environment; nullopt: this process's
@@ -84,8 +84,26 @@ struct SpawnOptions {
     std::vector<int> keep_fds;
     std::optional<unsigned long> limit_cpu_s;     // RLIMIT_CPU
     std::optional<unsigned long> limit_as_bytes;  // RLIMIT_AS
-    std::optional<Credentials> as;                // groups, gid and uid set to these
-    bool search_path = true;                      // argv[0] looked up in PATH when it has no slash
+    // RLIMIT_NOFILE; where the hard limit may not be raised, up to it.
+    std::optional<unsigned long> limit_nofile;
+    std::optional<Credentials> as;  // groups, gid and uid set to these
+    // A user namespace of the child's own, made while it is still root (after
+    // the groups and gid of `as` are set), so that root owns it and the user
+    // cannot ptrace what runs in it. The child writes a byte on ready_fd and
+    // waits for one on mapped_fd (the caller writes the namespace's uid_map
+    // and gid_map in between, or kills it), then becomes uid `inside` there
+    // instead of as->uid, every capability of the namespace kept across exec
+    // as an ambient one. Needs `as`.
+    struct UserNamespace {
+        uid_t inside = 0;
+        int ready_fd = -1;
+        int mapped_fd = -1;
+    };
+    std::optional<UserNamespace> user_namespace;
+    bool search_path = true;  // argv[0] looked up in PATH when it has no slash
+    // What is executed when argv[0] is only the name the process shows;
+    // empty: argv[0].
+    std::string program;
     // When a step above or exec fails: the child writes this followed by the
     // step and the reason on stderr (nothing when empty) and exits with
     // exec_failure_status.

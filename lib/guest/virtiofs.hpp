@@ -52,8 +52,8 @@ struct VirtiofsdSpec {
 VirtiofsdKind virtiofsd_kind(const std::string& binary);
 VirtiofsdKind virtiofsd_kind_of_version(const std::string& version_output);
 
-// The command line (argv[0] is the mark); the socket is descriptor 3.
-std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s);
+// The command line (argv[0] is the mark); the socket is descriptor socket_fd.
+std::vector<std::string> virtiofsd_argv(const VirtiofsdSpec& s, int socket_fd);
 
 // The virtiofsd to use: `configured` when set (must be executable), else
 // the first of the known install paths that exists; throws when none.
@@ -61,8 +61,8 @@ std::string find_virtiofsd(const std::string& configured);
 
 // Makes the listening socket at `path` (0660 root:job_gid) and starts
 // virtiofsd on it with stderr to `log_fd`; returns its pid (a child of the
-// caller, which reaps it). The caller must be root and single-threaded enough
-// not to hold locks a child would need: nothing is allocated after fork.
+// caller, which reaps it). The caller must be root; it may have threads
+// (spawn allocates nothing after fork).
 pid_t start_virtiofsd(const VirtiofsdSpec& s, const std::string& socket_path, int log_fd);
 
 // The argv[0] mark of share `index` of job `job_id`.

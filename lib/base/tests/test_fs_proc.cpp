@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <sstream>
 
 #include "catch.hpp"
@@ -77,7 +78,9 @@ std::string drain(int fd) {
     ::close(fd);
     return s;
 }
-Spawned spawned(const std::vector<std::string>& argv, svm::SpawnOptions o) {
+// `started`, when given, is called with the child's pid before its output is read.
+Spawned spawned(const std::vector<std::string>& argv, svm::SpawnOptions o,
+                const std::function<void(pid_t)>& started = {}) {
     int out[2], err[2];
     REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
     REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
@@ -86,6 +89,7 @@ Spawned spawned(const std::vector<std::string>& argv, svm::SpawnOptions o) {
     pid_t pid = svm::spawn(argv, o);
     ::close(out[1]);
     ::close(err[1]);
+    if (started) started(pid);
     Spawned r;
     r.out = drain(out[0]);
     r.err = drain(err[0]);
@@ -182,6 +186,74 @@ TEST_CASE("run: as another user, with limits, a session and a kept descriptor", 
     r = svm::run({"no-such-program-anywhere"}, o);
     CHECK(r.status == 127);
     CHECK(r.err == "no-such-program-anywhere: No such file or directory\n");
+}
+
+TEST_CASE("spawn: in a user namespace that root owns and the caller maps, with its capabilities", "[proc]") {
+    REQUIRE(::geteuid() == 0);
+    int ready[2], mapped[2];
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(mapped, O_CLOEXEC) == 0);
+    int keep = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    REQUIRE(keep > 2);
+    svm::SpawnOptions o;
+    o.program = "/bin/sh";  // argv[0] is only a name
+    o.as = svm::Credentials{65534, 65534, {65534}, ""};
+    o.user_namespace = svm::SpawnOptions::UserNamespace{0, ready[1], mapped[0]};
+    o.limit_nofile = 4096;
+    o.close_other_fds = true;
+    o.keep_fds = {keep};
+    std::string script =
+        "echo $0; tr -s ' ' </proc/self/uid_map; tr -s ' ' </proc/self/gid_map; id -u; ulimit -n; "
+        "sed -n 's/^CapAmb:\\t//p' /proc/self/status; test -e /proc/self/fd/" +
+        std::to_string(keep) + " && echo kept; test -e /proc/self/fd/" + std::to_string(ready[1]) + " || echo closed";
+    auto map = [](pid_t pid, const char* which) {
+        std::string path = "/proc/" + std::to_string(pid) + "/" + which, line = "0 65534 1\n";
+        svm::UniqueFd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+        REQUIRE(f);
+        REQUIRE(::write(f.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+    };
+    Spawned r = spawned({"svm-test-mark", "-c", script}, o, [&](pid_t pid) {
+        ::close(ready[1]);
+        ::close(mapped[0]);
+        char c = 0;
+        REQUIRE(::read(ready[0], &c, 1) == 1);  // in its namespace, not mapped yet
+        map(pid, "uid_map");
+        map(pid, "gid_map");
+        REQUIRE(::write(mapped[1], &c, 1) == 1);
+    });
+    ::close(ready[0]);
+    ::close(mapped[1]);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    // Root of its namespace, which maps 0 to nobody; every capability there.
+    CHECK(r.out == "svm-test-mark\n 0 65534 1\n 0 65534 1\n0\n4096\n000001ffffffffff\nkept\nclosed\n");
+
+    // Until it is mapped, the child waits, unmapped, without running the
+    // program; the caller that gives up kills it (as start_virtiofsd does).
+    REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(mapped, O_CLOEXEC) == 0);
+    o.user_namespace = svm::SpawnOptions::UserNamespace{0, ready[1], mapped[0]};
+    std::string comm, uid_map = "?";
+    r = spawned({"svm-test-mark", "-c", "echo ran"}, o, [&](pid_t pid) {
+        ::close(ready[1]);
+        ::close(mapped[0]);
+        char c = 0;
+        REQUIRE(::read(ready[0], &c, 1) == 1);
+        ::usleep(100000);
+        comm = svm::read_file("/proc/" + std::to_string(pid) + "/comm");
+        uid_map = svm::read_file("/proc/" + std::to_string(pid) + "/uid_map");
+        ::kill(pid, SIGKILL);
+        ::close(mapped[1]);
+    });
+    ::close(ready[0]);
+    ::close(keep);
+    CHECK(comm != "sh\n");
+    CHECK(uid_map.empty());
+    CHECK(r.status == 128 + SIGKILL);
+    CHECK(r.out.empty());
+    // Without an identity there is no namespace to own.
+    o.as.reset();
+    CHECK_THROWS_AS(svm::spawn({"/bin/true"}, o), svm::Error);
 }
 
 TEST_CASE("spawn_detached: its own session, adopted, output to the log and nothing else inherited", "[proc]") {

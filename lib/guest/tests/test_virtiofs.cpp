@@ -127,16 +127,16 @@ TEST_CASE("virtiofsd's command line: the share, its sandbox, the socket descript
     svm::VirtiofsdSpec s;
     s.source = "/home/alice";
     s.mark = svm::virtiofsd_mark(42, 1);
-    auto a = svm::virtiofsd_argv(s);
+    auto a = svm::virtiofsd_argv(s, 3);
     REQUIRE(a.size() >= 4);
     CHECK(a[0] == "slurm-vm-virtiofsd:job=42:share=1:");
     CHECK(a[1] == "--fd=3");
     CHECK(std::find(a.begin(), a.end(), "source=/home/alice") != a.end());
     CHECK(std::find(a.begin(), a.end(), "sandbox=namespace") != a.end());
     s.source = "/home/a,b";  // -o would split it
-    CHECK_THROWS_AS(svm::virtiofsd_argv(s), svm::Error);
+    CHECK_THROWS_AS(svm::virtiofsd_argv(s, 3), svm::Error);
     s.source = "relative";
-    CHECK_THROWS_AS(svm::virtiofsd_argv(s), svm::Error);
+    CHECK_THROWS_AS(svm::virtiofsd_argv(s, 3), svm::Error);
 }
 
 TEST_CASE("the Rust virtiofsd: its options, the guest user as the namespace's root", "[virtiofs]") {
@@ -150,7 +150,7 @@ TEST_CASE("the Rust virtiofsd: its options, the guest user as the namespace's ro
     s.uid = 2001;
     s.gid = 3001;
     s.kind = svm::VirtiofsdKind::rust;
-    auto a = svm::virtiofsd_argv(s);
+    auto a = svm::virtiofsd_argv(s, 3);
     auto has = [&](const char* x) { return std::find(a.begin(), a.end(), x) != a.end(); };
     CHECK(a[0] == "slurm-vm-virtiofsd:job=42:share=0:");
     CHECK(has("--fd=3"));
