@@ -33,13 +33,15 @@ PLUGIN="/usr/lib/$MA/slurm-wlm/slurm-vm.so"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/svm-package.XXXXXX")"
 installed=0
 cleanup() {
+    local rc=$?
     if (( installed )) && [[ "$(pkg_state)" != not-installed && -n "$(pkg_state)" ]]; then
         dpkg --purge slurm-vm >"$TMP/cleanup-purge.log" 2>&1 ||
-            { cat "$TMP/cleanup-purge.log" >&2; fail_at_exit "cleanup: dpkg --purge slurm-vm failed"; }
+            { log "cleanup: dpkg --purge slurm-vm failed:"; cat "$TMP/cleanup-purge.log" >&2; rc=1; }
     fi
     rm -rf "$TMP"
+    exit "$rc"
 }
-on_exit cleanup
+trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------------
