@@ -61,9 +61,9 @@ struct OverlayDirChange {
 
 // The job's cgroups, which the guest joins (lib/host/cgroup.hpp,
 // join_cgroups_of) and so outlives the extern step in: Slurm's rmdir of them
-// fails while it runs. Recorded before the guest, so undone after it: what is
-// left in the guest's own v2 leaf is ended, then the job's empty directories
-// (those of this node's slurmstepd scope on v2) are removed.
+// fails while it runs. Recorded first, so undone last: what is left in the
+// guest's own v2 leaf is ended, then the job's empty directories (those of
+// this node's slurmstepd scope on v2) are removed.
 struct JobCgroupsChange {
     static constexpr const char* kind = "job_cgroups";
     std::string root;  // the cgroup file system, /sys/fs/cgroup

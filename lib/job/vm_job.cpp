@@ -374,9 +374,12 @@ PrologResult refused(const JobPlan& p, const std::string& why) {
     return {PrologStatus::refused, why};
 }
 
-// The job directory (recorded first) and who the job's user is.
+// The job directory and who the job's user is. The job's cgroups are
+// recorded first, so that they are undone last: once the keeper and the
+// guest are gone, and every other undo has given their exit time.
 void make_job_dir_for_user(Preparation& s) {
     JobPlan& p = s.p;
+    s.ledger.record(JobCgroupsChange{kCgroupRoot});
     s.ledger.record(JobDirChange{p.dir});
     remove_tree(p.dir);
     s.who = credentials_for(s.req.uid,
@@ -603,7 +606,6 @@ void make_libvirt_root(Preparation& s) {
         guest.job_dir = p.dir;
         guest.share_servers = static_cast<int64_t>(p.shares.size());
     }
-    s.ledger.record(JobCgroupsChange{kCgroupRoot});
     s.ledger.record(guest);
     mkdir_p(p.embed_root(), 0710);
     chown_mode(p.embed_root(), 0, s.qgid, 0710);

@@ -113,7 +113,7 @@ TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog c
     REQUIRE(geteuid() == 0);
     Node n;
     std::vector<std::string> kinds = recorded_kinds(n);
-    CHECK(kinds == std::vector<std::string>{"job_dir", "dev_acl", "overlay_dir", "job_cgroups", "domain"});
+    CHECK(kinds == std::vector<std::string>{"job_cgroups", "job_dir", "dev_acl", "overlay_dir", "domain"});
     svm::JobPlan p = svm::JobPlan::from_json(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "plan.json")), "plan");
     CHECK(p.image == n.req.image);
     CHECK(svm::path_exists(p.overlay()));
