@@ -139,7 +139,6 @@ SpawnOptions virtiofsd_spawn_options(const VirtiofsdSpec& s, int socket_fd, int 
     SpawnOptions o;
     o.program = s.binary;
     o.env = std::vector<std::string>{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-    o.search_path = false;
     o.stdin_fd = SpawnOptions::kNull;
     o.stdout_fd = log_fd;
     o.stderr_fd = log_fd;
