@@ -5,15 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "cpuset.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "log.hpp"
 
 namespace svm {
 
@@ -54,14 +58,16 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 // rmdir of dir's subdirectories, deepest first, then of dir itself; a
 // cgroup with processes (or a child that stays) is refused by the kernel and
-// stays. Returns how many went.
-int remove_empty_tree(const std::string& dir) {
+// stays. Returns how many went; `left` counts the tops that stayed.
+int remove_empty_tree(const std::string& dir, int& left) {
     int removed = 0;
+    int ignored = 0;
     for (const auto& name : list_dir(dir)) {
         std::string sub = path_join(dir, name);
-        if (is_dir(sub)) removed += remove_empty_tree(sub);
+        if (is_dir(sub)) removed += remove_empty_tree(sub, ignored);
     }
     if (::rmdir(dir.c_str()) == 0) ++removed;
+    else if (errno != ENOENT) ++left;
     return removed;
 }
 
@@ -117,7 +123,7 @@ void join_v1(pid_t model, pid_t pid, const std::string& cgroup_root, bool job_le
     if (!any) SVM_THROW("process " + std::to_string(model) + " is in no job cgroup (is PrologFlags=Contain set?)");
 }
 
-int remove_job_v1(uint32_t job_id, const std::string& cgroup_root) {
+int remove_job_v1(uint32_t job_id, const std::string& cgroup_root, int& left) {
     int removed = 0;
     std::string job = "job_" + std::to_string(job_id);
     std::function<void(const std::string&, int)> walk = [&](const std::string& dir, int depth) {
@@ -125,7 +131,7 @@ int remove_job_v1(uint32_t job_id, const std::string& cgroup_root) {
         for (const auto& name : list_dir(dir)) {
             std::string sub = path_join(dir, name);
             if (!is_dir(sub)) continue;
-            if (name == job) removed += remove_empty_tree(sub);
+            if (name == job) removed += remove_empty_tree(sub, left);
             else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0) walk(sub, depth + 1);
         }
     };
@@ -239,7 +245,7 @@ void end_guest_leaves(const std::string& dir) {
     }
 }
 
-int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::string& node) {
+int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::string& node, int& left) {
     std::vector<std::string> scopes;
     find_stepd_scopes(cgroup_root, node, 0, scopes);
     int removed = 0;
@@ -248,7 +254,7 @@ int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::st
         if (!is_dir(job)) continue;
         end_guest_leaves(job);
         UniqueFd lock = lock_scope(scope);
-        removed += remove_empty_tree(job);
+        removed += remove_empty_tree(job, left);
     }
     return removed;
 }
@@ -362,8 +368,26 @@ void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root, boo
     else join_v1(model, pid, cgroup_root, out_of_step_signals, proc_root);
 }
 
-int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root, const std::string& node) {
-    return cgroup_unified(cgroup_root) ? remove_job_v2(job_id, cgroup_root, node) : remove_job_v1(job_id, cgroup_root);
+int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root, const std::string& node,
+                       std::chrono::milliseconds wait) {
+    using std::chrono::steady_clock;
+    const auto deadline = steady_clock::now() + wait;
+    const bool unified = cgroup_unified(cgroup_root);
+    int removed = 0;
+    for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+        int left = 0;
+        removed += unified ? remove_job_v2(job_id, cgroup_root, node, left) : remove_job_v1(job_id, cgroup_root, left);
+        if (left == 0) return removed;
+        auto now = steady_clock::now();
+        if (now >= deadline) {
+            if (wait.count() > 0)
+                log::warn("job " + std::to_string(job_id) + ": " + std::to_string(left) +
+                          " of its cgroups still hold processes after " + std::to_string(wait.count()) +
+                          " ms; they stay");
+            return removed;
+        }
+        std::this_thread::sleep_for(std::min<steady_clock::duration>(pause, deadline - now));
+    }
 }
 
 std::string cgroup_dir(pid_t pid, const std::string& controller, const std::string& cgroup_root,

@@ -5,6 +5,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -65,7 +66,11 @@ std::string job_level_path(const std::string& path);
 // when `node` is empty), holding the scope's lock as slurmstepd does; what
 // is left in the guest's own leaves is ended first (for the epilog and
 // sweep, which call this once the job is over).
-int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = kCgroupRoot, const std::string& node = "");
+// With a `wait`, a cgroup that stays is tried again (10 ms, doubling to
+// 200 ms) until none stays or `wait` is over, then logged: the guest, the
+// keeper and QEMU may still be exiting when the job's last record is undone.
+int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = kCgroupRoot, const std::string& node = "",
+                       std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 // Directory of pid's cgroup for `controller` ("cpuset", "memory"): v1, in
 // the hierarchy mounted for it; v2, in the one hierarchy.

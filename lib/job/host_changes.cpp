@@ -89,7 +89,12 @@ JobCgroupsChange JobCgroupsChange::from_json(const json_t* d) {
     if (*root != '/') SVM_THROW("job_cgroups record without an absolute root");
     return {root};
 }
-void JobCgroupsChange::undo(const UndoScope& s) const { remove_job_cgroups(s.job_id, root, s.cfg.node_name); }
+// The last undo of a job: what the earlier undos ended (the guest, the
+// keeper, QEMU) may still be leaving these cgroups, so removal waits for
+// them a little.
+void JobCgroupsChange::undo(const UndoScope& s) const {
+    remove_job_cgroups(s.job_id, root, s.cfg.node_name, std::chrono::seconds(5));
+}
 
 Json DomainChange::to_json() const {
     Json d = object({{"embed_root", str(embed_root)}, {"name", str(name)}, {"keeper_pid_file", str(keeper_pid_file)}});

@@ -4,8 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "catch.hpp"
 
@@ -339,6 +341,34 @@ TEST_CASE("the job level of a Slurm cgroup path", "[cgroup]") {
     CHECK(svm::job_level_path("/slurm/uid_1/job_7") == "/slurm/uid_1/job_7");
     CHECK(svm::job_level_path("/slurm/uid_1/job_x/step_0") == "/slurm/uid_1/job_x/step_0");
     CHECK(svm::job_level_path("/user.slice") == "/user.slice");
+}
+
+TEST_CASE("remove_job_cgroups with a wait removes a cgroup once its last process has left", "[cgroup]") {
+    std::string root = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-cg.XXXXXX"}));
+    std::string leaf = root + "/freezer/slurm_n1/uid_1/job_42/step_extern";
+    svm::mkdir_p(leaf);
+    svm::write_file_atomic(leaf + "/exiting", "");  // rmdir refused until it goes, as for a process leaving
+    CHECK(svm::remove_job_cgroups(42, root) == 0);  // no wait: refused once, left
+    std::thread leaves([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        ::unlink((leaf + "/exiting").c_str());
+    });
+    auto start = std::chrono::steady_clock::now();
+    int removed = svm::remove_job_cgroups(42, root, "", std::chrono::seconds(5));
+    auto took = std::chrono::steady_clock::now() - start;
+    leaves.join();
+    CHECK(removed == 2);
+    CHECK_FALSE(svm::path_exists(root + "/freezer/slurm_n1/uid_1/job_42"));
+    CHECK(took < std::chrono::seconds(2));  // retried, not slept to the end
+    // One that stays is given up after the wait.
+    svm::mkdir_p(leaf);
+    svm::write_file_atomic(leaf + "/busy", "");
+    start = std::chrono::steady_clock::now();
+    CHECK(svm::remove_job_cgroups(42, root, "", std::chrono::milliseconds(300)) == 0);
+    took = std::chrono::steady_clock::now() - start;
+    CHECK(took >= std::chrono::milliseconds(250));
+    CHECK(svm::path_exists(leaf));
+    svm::remove_tree(root);
 }
 
 TEST_CASE("remove_job_cgroups removes only the job's empty directories, deepest first", "[cgroup]") {
