@@ -58,16 +58,14 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 // rmdir of dir's subdirectories, deepest first, then of dir itself; a
 // cgroup with processes (or a child that stays) is refused by the kernel and
-// stays. Returns how many went; `left` counts the tops that stayed.
-int remove_empty_tree(const std::string& dir, int& left) {
+// stays. Returns how many went.
+int remove_empty_tree(const std::string& dir) {
     int removed = 0;
-    int ignored = 0;
     for (const auto& name : list_dir(dir)) {
         std::string sub = path_join(dir, name);
-        if (is_dir(sub)) removed += remove_empty_tree(sub, ignored);
+        if (is_dir(sub)) removed += remove_empty_tree(sub);
     }
     if (::rmdir(dir.c_str()) == 0) ++removed;
-    else if (errno != ENOENT) ++left;
     return removed;
 }
 
@@ -131,8 +129,10 @@ int remove_job_v1(uint32_t job_id, const std::string& cgroup_root, int& left) {
         for (const auto& name : list_dir(dir)) {
             std::string sub = path_join(dir, name);
             if (!is_dir(sub)) continue;
-            if (name == job) removed += remove_empty_tree(sub, left);
-            else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0) walk(sub, depth + 1);
+            if (name == job) {
+                removed += remove_empty_tree(sub);
+                if (is_dir(sub)) ++left;
+            } else if (name.rfind("slurm", 0) == 0 || name.rfind("uid_", 0) == 0 || depth == 0) walk(sub, depth + 1);
         }
     };
     walk(cgroup_root, 0);
@@ -254,7 +254,8 @@ int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::st
         if (!is_dir(job)) continue;
         end_guest_leaves(job);
         UniqueFd lock = lock_scope(scope);
-        removed += remove_empty_tree(job, left);
+        removed += remove_empty_tree(job);
+        if (is_dir(job)) ++left;
     }
     return removed;
 }
