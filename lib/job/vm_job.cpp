@@ -360,8 +360,15 @@ void place_node(Preparation& s) {
 
 // A refused VM job must never run on the host: leave a plan (so the plugin
 // still wraps every task) whose state carries the reason; the task wrapper
-// prints it and fails, the keeper does nothing.
-PrologResult refused(const JobPlan& p, const std::string& why) {
+// prints it and fails, the keeper does nothing. The epilog removes the job's
+// directory and cgroups as any VM job's: Slurm may leave the cgroups behind
+// (seen with 24.11 on v1: the extern step's x11 shutdown, run in another
+// thread for every step, drops the whole stepd's privileges while the step
+// moves itself out of them, which then fails).
+PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string& why) {
+    Ledger ledger = Ledger::load(cfg.ledger_path(p.job_id), p.job_id);
+    ledger.record(JobCgroupsChange{kCgroupRoot});
+    ledger.record(JobDirChange{p.dir});
     make_job_dir(p.dir, p.uid);
     write_file_atomic(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
     JobPlan stub;
@@ -664,7 +671,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
             for (const auto& f : failures) SVM_CONTEXT(n, "and while undoing: " + f);
             throw n;
         }
-        return refused(s.p, e.reason());
+        return refused(cfg, s.p, e.reason());
     } catch (Error& e) {
         // Anything else is the node's: undo, and the prolog drains it.
         auto failures = teardown_job(cfg, request.job_id);
@@ -676,7 +683,8 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
     std::vector<std::string> failures = undo_ledger(ledger, cfg);
-    // A refused job leaves only its state file in the job directory.
+    // A job directory the ledger does not hold (every path that makes one
+    // records it first; this is for one made otherwise) goes too.
     std::string dir = cfg.job_dir(job_id);
     if (failures.empty() && path_exists(dir)) {
         try {

@@ -127,6 +127,31 @@ TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog c
     CHECK(svm::path_exists(n.req.image));  // the user's image is never touched
 }
 
+TEST_CASE("job lifecycle: a refused job leaves its directory and cgroups to the epilog, which undoes them",
+          "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    REQUIRE(::chmod(n.req.image.c_str(), 0600) == 0);  // root's alone: the user cannot read it
+    std::vector<std::string> kinds;
+    {
+        HookReset reset;
+        svm::Ledger::set_record_hook_for_tests([&](const svm::LedgerEntry& e) { kinds.push_back(e.kind); });
+        svm::PrologResult r = svm::prepare_job(n.cfg, n.req);
+        CHECK(r.status == svm::PrologStatus::refused);
+        CHECK(r.reason.find(n.req.image) != std::string::npos);
+    }
+    // The prolog's rollback, then what the epilog is left: the job's cgroups
+    // (Slurm may leave them behind) and the directory with the reason.
+    svm::Ledger left = svm::Ledger::load(n.cfg.ledger_path(kJob), kJob);
+    std::vector<std::string> left_kinds;
+    for (const auto& e : left.entries()) left_kinds.push_back(e.kind);
+    CHECK(left_kinds == std::vector<std::string>{"job_cgroups", "job_dir"});
+    CHECK(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "state")).find(n.req.image) != std::string::npos);
+    CHECK(kinds.size() >= 4);  // job_cgroups and job_dir twice: prepared, then left
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(n.leftovers() == "");
+}
+
 TEST_CASE("job lifecycle: a step failing after any record is rolled back by the prolog itself", "[lifecycle]") {
     REQUIRE(geteuid() == 0);
     Node n;
