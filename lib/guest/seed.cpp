@@ -163,6 +163,16 @@ std::string seed_shares_script(const JobPlan& p) {
     return s;
 }
 
+std::string seed_sshd_start_script(const std::string& systemd_dir) {
+    return "if [ -d " + shell_quote(systemd_dir) +
+           " ]; then\n"
+           "  u=ssh.service; systemctl cat $u >/dev/null 2>&1 || u=sshd.service\n"
+           "  if systemctl is-active --quiet $u; then systemctl restart $u || fail \"restart $u\"\n"
+           "  else systemctl --no-block start $u || fail \"start $u\"; fi\n"
+           "elif pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd)\n"
+           "else /usr/sbin/sshd || fail sshd; fi\n";
+}
+
 std::string seed_no_motd_script(const std::string& pam_file) {
     std::string f = shell_quote(pam_file);
     return "if [ -f " + f + " ]; then sed -i 's/^[[:space:]]*session[[:space:]]\\{1,\\}optional[[:space:]]\\{1,\\}" +
@@ -172,22 +182,34 @@ std::string seed_no_motd_script(const std::string& pam_file) {
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     auto q = shell_quote;
     std::string s;
+    // A boothook: cloud-init runs it as root on every boot, early in its
+    // network stage, before sshd and the image's other services start (a
+    // user-data script would wait for all of them: about 12 s of a stock
+    // image's boot under emulation). Later modules of that stage still run
+    // after it: see the hosts and sshd lines below.
+    s += "#cloud-boothook\n";
     s += "#!/bin/sh\n";
     s += "# slurm-vm: per-boot settings of the guest of job " + std::to_string(p.job_id) + " on " + p.node + ".\n";
-    s += "# Generated on the host; runs once as root (cloud-init user-data script).\n";
+    s += "# Generated on the host; runs as root on every boot (a cloud-init boothook).\n";
     s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
     s += "fail() { log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
     s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
-    s += "sed -i '/# slurm-vm$/d' /etc/hosts\n";
     // The job's traffic goes where the peers' hostnames point: the IPoIB
-    // addresses when the job has a fabric, else the bridge's.
+    // addresses when the job has a fabric, else the bridge's. Also in
+    // cloud-init's hosts templates, which an image with manage_etc_hosts
+    // renders into /etc/hosts after this script.
+    s += "for hf in /etc/hosts /etc/cloud/templates/hosts.*.tmpl; do [ -f \"$hf\" ] || continue\n";
+    s += "sed -i '/# slurm-vm$/d' \"$hf\"\n";
     for (const auto& peer : p.peers)
         s += "echo " + q((peer.fabric_ip.empty() ? peer.ip : peer.fabric_ip) + " " + peer.hostname + " # slurm-vm") +
-             " >>/etc/hosts\n";
+             " >>\"$hf\"\n";
+    s += "done\n";
     // The job's user and group, same ids as on the host. A stock cloud image's
-    // default user (cloud-init makes one, e.g. "debian" with uid and gid 1000,
-    // before this script runs) may hold the job's ids: it is moved to free ids
+    // default user (e.g. "debian" with uid and gid 1000: cloud-init makes it
+    // after this script on an instance's first boot, so it exists here only in
+    // an image saved from an earlier guest or built with it) may hold the
+    // job's ids: it is moved to free ids
     // (deleting it would break cloud-init's later modules, which look it up).
     // Only ordinary accounts (ids >= 1000) are moved, never system ones.
     if (p.uid >= 1000 || p.gid >= 1000)
@@ -257,14 +279,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
-    // Under systemd (a stock cloud image), sshd may be running already with the
-    // image's own host keys (cloud-init's): restart its unit, which returns
-    // once the new sshd listens, so the marker below is only printed when
-    // logins meet the job's host key. Else (a NoCloud runner) start or reload it.
-    s += "if [ -d /run/systemd/system ] && { systemctl restart ssh.service || systemctl restart sshd.service; } "
-         "2>/dev/null; then :\n"
-         "elif pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd)\n"
-         "else /usr/sbin/sshd || fail sshd; fi\n";
+    s += seed_sshd_start_script();
     s += "log " + q(ready_marker(p)) + "\n";
     return s;
 }

@@ -39,6 +39,17 @@ std::string seed_shares_script(const JobPlan& p);
 // connection mpirun makes, about 0.1 s each under emulation and more with a
 // stock image's heavier scripts. Idempotent; no file, no change.
 std::string seed_no_motd_script(const std::string& pam_file = "/etc/pam.d/sshd");
+
+// The user-data's start of the guest's sshd with the job's configuration.
+// Under systemd (a stock cloud image) sshd is usually ordered after
+// cloud-init, whose boothook this runs in, and not started yet: its start is
+// queued without waiting (waiting would wait for this script's own end) and
+// the keeper's readiness waits for port 22. One already running, with the
+// image's own host keys, is restarted, which returns once the new sshd
+// listens, so logins meet the job's host key. Without systemd (a NoCloud
+// runner): reloaded, or started.
+std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/systemd/system");
+
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);

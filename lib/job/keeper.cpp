@@ -92,7 +92,7 @@ int connect_guest(const std::string& ip, int timeout_ms) {
         if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
         ::close(s);
         if (now_ms() > deadline) return -1;
-        ::usleep(200000);
+        ::usleep(50000);
     }
 }
 
@@ -603,9 +603,9 @@ Keeper::Failure Keeper::start_ssh_proxy() {
     return std::nullopt;
 }
 
-// Waits for the guest to say it accepts logins (its serial console), then
-// checks that its sshd accepts TCP connections (no SSH handshake: that costs
-// seconds of emulated crypto). `ready` stays false when the job ended first.
+// Waits for the guest to say it is set up (its serial console), then for
+// its sshd to accept TCP connections (no SSH handshake: that costs seconds
+// of emulated crypto). `ready` stays false when the job ended first.
 Keeper::Failure Keeper::wait_until_ready(bool& ready) {
     std::string marker = ready_marker(p_);
     long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
@@ -650,7 +650,9 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
         ::usleep(25000);  // the job's first command waits for this loop
     }
     if (!ready || p_.ip.empty()) return std::nullopt;
-    int s = connect_guest(p_.ip, 30000);
+    // A stock image's sshd starts after cloud-init's stage that printed the
+    // marker: it may take a few seconds more, within the boot's time.
+    int s = connect_guest(p_.ip, static_cast<int>(std::max(30000L, deadline - now_ms())));
     if (s < 0) {
         destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
         return "the guest on " + p_.node + " said it was ready but its SSH server at " + p_.ip + " does not answer";

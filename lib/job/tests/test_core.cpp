@@ -198,7 +198,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(svm::seed_meta_data(p) == "instance-id: slurm-vm-42-node1\nlocal-hostname: node1-vm\n");
     CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
     std::string ud = svm::seed_user_data(p, k);
-    CHECK(ud.rfind("#!/bin/sh\n", 0) == 0);
+    CHECK(ud.rfind("#cloud-boothook\n#!/bin/sh\n", 0) == 0);  // early in cloud-init, a script after its first line
     CHECK(ud.find("useradd -M -d '/home/alice' -u 2001 -g 2001") != std::string::npos);
     CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
     // A stock image's default user (cloud-init's, uid/gid 1000 or any ordinary
@@ -207,8 +207,8 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
           ud.find("useradd -M"));
     CHECK(ud.find("o=$(getent group 2001 | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
           ud.find("groupadd -g 2001"));
-    // Under systemd, sshd is restarted through its unit (synchronous) before the marker.
-    CHECK(ud.find("systemctl restart ssh.service") < ud.find(svm::ready_marker(p)));
+    // sshd is (re)started with the job's configuration before the marker.
+    CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
     CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
@@ -223,6 +223,41 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(l.out.find("/user-data") != std::string::npos);
     CHECK(l.out.find("/meta-data") != std::string::npos);
     CHECK(l.out.find("/network-config") != std::string::npos);
+}
+
+// seed_sshd_start_script against a stand-in systemctl that logs its calls:
+// what it runs for each state of the guest's ssh unit.
+std::string sshd_start_calls(const std::string& units, const std::string& active) {
+    svm::test::TempDir d("svm-sshd");
+    std::string bin = svm::path_join(d.path(), "bin"), log = svm::path_join(d.path(), "calls");
+    svm::mkdir_p(bin, 0755);
+    svm::mkdir_p(svm::path_join(d.path(), "systemd"), 0755);
+    // Knows the units in `units`; only `active` is active; anything else succeeds.
+    std::string fake = "#!/bin/sh\necho \"$*\" >>" + svm::shell_quote(log) + "\n";
+    fake += "case \"$1 $2\" in\n";
+    fake += "  'cat '*) case ' " + units + " ' in *\" $2 \"*) exit 0 ;; esac; exit 1 ;;\n";
+    fake += "  'is-active --quiet') [ \"$3\" = '" + active + "' ] ;;\n";
+    fake += "esac\n";
+    svm::write_file_atomic(svm::path_join(bin, "systemctl"), fake, 0755);
+    std::string script = "PATH=" + bin + ":$PATH\nfail() { echo \"failed: $*\" >>" + svm::shell_quote(log) +
+                         "; exit 1; }\n" + svm::seed_sshd_start_script(svm::path_join(d.path(), "systemd"));
+    svm::run({"/bin/sh", "-c", script});
+    std::string calls;
+    svm::read_file_if_exists(log, calls);
+    return calls;
+}
+
+TEST_CASE("seed: sshd is started without waiting when it is not running yet, restarted when it is", "[core]") {
+    // Debian's unit, not yet started (ordered after cloud-init, which runs
+    // the script): queued, never waited for (that would wait for the script).
+    CHECK(sshd_start_calls("ssh.service sshd.service", "") ==
+          "cat ssh.service\nis-active --quiet ssh.service\n--no-block start ssh.service\n");
+    // Running with the image's host keys: restarted, and waited for.
+    CHECK(sshd_start_calls("ssh.service sshd.service", "ssh.service") ==
+          "cat ssh.service\nis-active --quiet ssh.service\nrestart ssh.service\n");
+    // RHEL's name.
+    CHECK(sshd_start_calls("sshd.service", "") ==
+          "cat ssh.service\nis-active --quiet sshd.service\n--no-block start sshd.service\n");
 }
 
 TEST_CASE("seed: PAM's dynamic MOTD is off for the guest's SSH sessions, nothing else changes", "[core]") {
