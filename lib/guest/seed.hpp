@@ -1,6 +1,7 @@
 // The guest's per-boot settings as a standard cloud-init NoCloud seed: an ISO
 // 9660 volume labelled "cidata" holding meta-data, network-config and a
-// user-data script (run once as root by cloud-init, or by any NoCloud runner).
+// user-data boothook (a script run as root early in every boot by cloud-init,
+// or by a NoCloud runner).
 #pragma once
 #include <string>
 
