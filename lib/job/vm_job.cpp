@@ -683,13 +683,13 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
     std::vector<std::string> failures = undo_ledger(ledger, cfg);
-    // A job directory the ledger does not hold (every path that makes one
-    // records it first; this is for one made otherwise) goes too.
+    // A job directory no ledger holds goes the same way: one left by a
+    // version whose refused jobs recorded none (every path that makes one
+    // records it first now).
     std::string dir = cfg.job_dir(job_id);
     if (failures.empty() && path_exists(dir)) {
         try {
-            stop_recorded_process(path_join(dir, "keeper.pid"), keeper_mark(job_id), 5000);
-            remove_tree(dir);
+            JobDirChange{dir}.undo(UndoScope{cfg, job_id});
         } catch (const Error& e) {
             failures.push_back(e.chain());
         }

@@ -147,7 +147,8 @@ TEST_CASE("job lifecycle: a refused job leaves its directory and cgroups to the 
     for (const auto& e : left.entries()) left_kinds.push_back(e.kind);
     CHECK(left_kinds == std::vector<std::string>{"job_cgroups", "job_dir"});
     CHECK(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "state")).find(n.req.image) != std::string::npos);
-    CHECK(kinds.size() >= 4);  // job_cgroups and job_dir twice: prepared, then left
+    // Recorded while preparing (then rolled back), and again for the epilog.
+    CHECK(kinds == std::vector<std::string>{"job_cgroups", "job_dir", "job_cgroups", "job_dir"});
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
 }
