@@ -53,8 +53,9 @@ struct PrologResult {
 // Anything already done is undone before it returns or throws.
 PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req);
 
-// Undoes everything the ledger of job_id holds on this node. Idempotent; fine
-// with no ledger. Returns the failures (empty = clean).
+// Undoes everything the ledger of job_id holds on this node, then removes
+// the job's empty cgroups Slurm left (any job: a plain one has no ledger).
+// Idempotent; fine with no ledger. Returns the failures (empty = clean).
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
 
 // The registry cache entries (oci_image.hpp) the node's jobs boot from.

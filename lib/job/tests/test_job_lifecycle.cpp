@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 
+#include "cgroup.hpp"
 #include "config.hpp"
 #include "dev_acl.hpp"
 #include "error.hpp"
@@ -198,4 +199,30 @@ TEST_CASE("job lifecycle: a prolog run again for the same job (requeue) first un
     CHECK(recorded_kinds(n).size() == 5);  // a clean run on top of the leftovers
     CHECK(svm::teardown_job(n.cfg, kJob).empty());
     CHECK(n.leftovers() == "");
+}
+
+TEST_CASE("job lifecycle: the epilog of a plain job removes the empty cgroups Slurm left of it", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    // Where slurmstepd puts a job's cgroups on this host: v1, a hierarchy's
+    // slurm_<node>/uid_<uid>; v2, the node's slurmstepd scope. A name of the
+    // test's own, removed at the end; real cgroups (mkdir in cgroupfs).
+    const bool v2 = svm::cgroup_unified();
+    const std::string top = svm::path_join(svm::kCgroupRoot, v2 ? "n1_slurmstepd.scope" : "freezer/slurm_n1");
+    const std::string parent = v2 ? top : svm::path_join(top, "uid_65534");
+    const std::string job = svm::path_join(parent, "job_" + std::to_string(kJob));
+    const std::string other = svm::path_join(parent, "job_" + std::to_string(kJob + 1));
+    REQUIRE_FALSE(svm::path_exists(top));
+    svm::mkdir_p(svm::path_join(job, "step_extern"));
+    svm::mkdir_p(svm::path_join(job, "step_batch"));
+    svm::mkdir_p(other);                                       // another job's: stays
+    REQUIRE_FALSE(svm::path_exists(n.cfg.ledger_path(kJob)));  // no --vm-image: no ledger
+
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK_FALSE(svm::path_exists(job));
+    CHECK(svm::path_exists(other));
+    CHECK(n.leftovers() == "");
+    for (const auto& d :
+         {svm::path_join(job, "step_extern"), svm::path_join(job, "step_batch"), job, other, parent, top})
+        ::rmdir(d.c_str());  // deepest first; what is gone already fails harmlessly
 }
