@@ -697,9 +697,11 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     // Slurm's own cgroups of the job, VM job or not, once its steps have
     // ended: Slurm 24.11 before 24.11.6 can leave them (a step's X11 thread
     // drops privileges while the step removes them; SchedMD ticket 22736).
-    // Only empty ones go (rmdir refuses the others).
+    // Only empty ones go (rmdir refuses the others). A step that could not
+    // leave them stays in them until it exits, which slurmd may not wait for
+    // (its socket is closed already): hence a short wait.
     if (failures.empty()) {
-        int removed = remove_job_cgroups(job_id, kCgroupRoot, cfg.node_name);
+        int removed = remove_job_cgroups(job_id, kCgroupRoot, cfg.node_name, std::chrono::seconds(2));
         if (removed > 0) log::info("removed " + std::to_string(removed) + " empty cgroups that Slurm left of the job");
     }
     return failures;
