@@ -84,8 +84,8 @@ std::string segment_ip_batch(const JobSegment& s);
 std::string segment_fdb_batch(const JobSegment& s);
 std::string segment_guard_rules(const JobSegment& s);
 
-// Makes it all (namespace, VXLAN in the underlay moved into it, bridge,
-// entries, guard). A VNI already in use on this node throws VniInUse.
+// Makes it all (namespace, VXLAN made from the underlay directly inside it,
+// bridge, entries, guard). A VNI already in use on this node throws VniInUse.
 struct VniInUse {
     std::string message;
 };
