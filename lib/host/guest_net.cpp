@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -50,6 +52,13 @@ void run_in_checked(const std::string& netns, const std::vector<std::string>& ar
 }
 
 bool netns_exists(const std::string& name) { return path_exists("/run/netns/" + name); }
+
+// `ip link add` of a VXLAN failed because its VNI (or name) is taken.
+bool vni_in_use(const RunResult& r) {
+    std::string err = r.err + r.out;
+    return err.find("VNI") != std::string::npos || err.find("exists") != std::string::npos;
+}
+constexpr int kVniWaitMs = 3000;
 
 // The host sides that talk to each other: every node with the head node
 // (index 0), where the job's VM record is collected.
@@ -228,11 +237,18 @@ void setup_segment(const JobSegment& s) {
                                     "local",      s.self().underlay_ip,
                                     "dstport",    std::to_string(s.port),
                                     "nolearning", "proxy"};
+    // A VNI in use may be this job's own, from its last run here (a requeued
+    // job): the kernel frees the devices of a deleted namespace in the
+    // background, later. So it is tried again for a while.
     RunResult r = run_in(s.underlay_netns, add);
+    for (int waited_ms = 0; !r.ok() && vni_in_use(r) && waited_ms < kVniWaitMs; waited_ms += 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        r = run_in(s.underlay_netns, add);
+    }
     if (!r.ok()) {
         std::string err = trim(r.err + r.out);
         while (!err.empty() && err.back() == '.') err.pop_back();
-        if (err.find("VNI") != std::string::npos || err.find("exists") != std::string::npos)
+        if (vni_in_use(r))
             throw VniInUse{"the job's network segment (VXLAN " + std::to_string(s.vni) +
                            ") is in use on this node by another live job (job ids 16,777,215 apart): " + err};
         SVM_THROW("create VXLAN " + s.vxlan + " (VNI " + std::to_string(s.vni) + ", local " + s.self().underlay_ip +

@@ -239,3 +239,19 @@ TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not ano
     CHECK(Sh::x("ip -n svmtu-h1 -d link show type vxlan").out.find("vxlan id 83 ") == std::string::npos);
     CHECK(Sh::x("ip -n svmtu-h1 -d link show type vxlan").out.empty());  // 337's lives in its namespace
 }
+
+TEST_CASE("on the kernel: a job's segment made again at once on the same node (a requeued job, same VNI)",
+          "[net][root]") {
+    REQUIRE(::geteuid() == 0);
+    Lab lab;
+    std::vector<std::string> nodes = {"h1", "h2"}, under = {"10.250.77.1", "10.250.77.2"};
+    JobSegment s = plan_segment(83, 0, nodes, under, "10.213.0.0/16", "svmtu-h1", 4789, 1450);
+    // The kernel frees a deleted namespace's VXLAN (and its VNI) later, in
+    // the background: the next setup waits for it instead of refusing.
+    for (int round = 0; round < 5; ++round) {
+        CAPTURE(round);
+        CHECK_NOTHROW(setup_segment(s));
+        remove_segment(s.netns, s.underlay_netns, s.vxlan);
+    }
+    CHECK_FALSE(path_exists("/run/netns/" + s.netns));
+}
