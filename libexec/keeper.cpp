@@ -10,10 +10,16 @@
 #include "error.hpp"
 #include "job_record.hpp"
 #include "keeper.hpp"
+#include "libvirt_session.hpp"
 #include "log.hpp"
 #include "record_relay.hpp"
 
 int main(int argc, char** argv) {
+    // The prolog's warm-up of the node's QEMU capabilities cache
+    // (seed_capabilities_cache, lib/guest/embed_root.hpp): libvirt is loaded
+    // by the programs that drive it only.
+    if (argc == 4 && !std::strcmp(argv[1], "--probe-capabilities"))
+        return svm::probe_capabilities(argv[2], argv[3]) ? 0 : 1;
     svm::KeeperOptions o;
     bool publish_record = true;
     for (int i = 1; i < argc; ++i) {
@@ -33,6 +39,7 @@ int main(int argc, char** argv) {
         else if (a == "--help") {
             std::printf(
                 "usage: slurm-vm-keeper --config FILE --node NAME --job ID [--join-cgroup-of PID] [--no-accounting]\n"
+                "       slurm-vm-keeper --probe-capabilities CACHE_ROOT EMULATOR (run by the prolog)\n"
                 "Started by the slurm-vm SPANK plugin in the job's extern step; not meant to be run by hand.\n"
                 "Runs the job's guest on this node, relays SSH to it, and records the VM in the job's\n"
                 "AdminComment ({\"slurm_vm\":{\"v\":1,\"nodes\":{NODE:{...}}}}) unless --no-accounting.\n");

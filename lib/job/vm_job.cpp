@@ -17,6 +17,7 @@
 #include "cgroup.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
+#include "embed_root.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
@@ -27,7 +28,6 @@
 #include "irq_profile.hpp"
 #include "job_keys.hpp"
 #include "ledger.hpp"
-#include "libvirt_session.hpp"
 #include "log.hpp"
 #include "oci_image.hpp"
 #include "pci_device.hpp"
@@ -618,7 +618,7 @@ void make_libvirt_root(Preparation& s) {
     chown_mode(p.embed_root(), 0, s.qgid, 0710);
     write_embed_qemu_conf(p.embed_root(), EmbedSettings{p.uid, s.qgid});
     seed_capabilities_cache(p.embed_root(), path_join(s.cfg.state_dir, "libvirt-caps"), EmbedSettings{p.uid, s.qgid},
-                            p.emulator);
+                            p.emulator, path_join(s.cfg.libexec_dir, "slurm-vm-keeper"));
 }
 
 // Every step of a guest's preparation, in order; each records what it

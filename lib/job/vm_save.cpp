@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "dev_acl.hpp"
+#include "embed_root.hpp"
 #include "error.hpp"
 #include "fs.hpp"
-#include "libvirt_session.hpp"
 #include "log.hpp"
 #include "proc.hpp"
 #include "vm_job.hpp"

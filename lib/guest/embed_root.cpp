@@ -1,0 +1,105 @@
+#include "embed_root.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "proc.hpp"
+
+namespace svm {
+
+void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
+    mkdir_p(path_join(root, "etc"), 0755);
+    std::string conf;
+    conf += "# Written by slurm-vm for one job; see README (Security).\n";
+    conf += "user = \"+" + std::to_string(s.qemu_uid) + "\"\n";
+    conf += "group = \"+" + std::to_string(s.qemu_gid) + "\"\n";
+    conf += "dynamic_ownership = 0\n";
+    conf += "remember_owner = 0\n";
+    conf += "security_driver = \"none\"\n";
+    conf += "cgroup_controllers = [ ]\n";
+    // A private /dev for QEMU holding only the devices of its guest.
+    conf += "namespaces = [ \"mount\" ]\n";
+    conf += "stdio_handler = \"file\"\n";
+    conf += "clear_emulator_capabilities = 1\n";
+    // QEMU's own seccomp sandbox: no spawning, no privilege changes, no
+    // obsolete system calls (-sandbox on,...).
+    conf += "seccomp_sandbox = 1\n";
+    write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
+}
+
+void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
+                             const std::string& emulator, const std::string& probe_program) {
+    std::string src = path_join(cache_root, "cache/qemu/capabilities");
+    if (list_dir(src).empty()) {
+        // Warm it once per node: asking for the domain capabilities makes
+        // libvirt probe QEMU and write its cache. A short-lived process does it
+        // (the embedded driver holds its root's pid-file lock for as long as
+        // the process lives), under a lock so concurrent prologs wait for it.
+        mkdir_p(cache_root, 0700);
+        FileLock lock(path_join(cache_root, ".lock"));
+        if (list_dir(src).empty()) {
+            write_embed_qemu_conf(cache_root, s);
+            RunOptions o;
+            o.timeout_ms = 300000;
+            RunResult r = run({probe_program, "--probe-capabilities", cache_root, emulator}, o);
+            if (r.status != 0 || list_dir(src).empty())
+                SVM_THROW("probing QEMU's capabilities in " + cache_root + " failed (is " +
+                          "qemu-system-x86_64 installed and runnable?)");
+        }
+    }
+    std::string dst = path_join(root, "cache/qemu/capabilities");
+    mkdir_p(dst, 0755);
+    for (const auto& f : list_dir(src)) {
+        if (f.size() < 4 || f.substr(f.size() - 4) != ".xml") continue;
+        write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+    }
+}
+
+std::string capabilities_fingerprint(const std::string& root) {
+    std::string dir = path_join(root, "cache/qemu/capabilities"), out;
+    for (const auto& f : list_dir(dir)) {
+        struct stat st;
+        if (::stat(path_join(dir, f).c_str(), &st) != 0) continue;
+        out += f + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_ctim.tv_sec) + "." +
+               std::to_string(st.st_ctim.tv_nsec) + ";";
+    }
+    return out;
+}
+
+void use_capabilities_cache(const std::string& root, const std::string& cache_root) {
+    std::string src = path_join(cache_root, "cache/qemu/capabilities");
+    std::vector<std::string> files;
+    for (const auto& f : list_dir(src))
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") files.push_back(f);
+    if (files.empty()) return;
+    std::string dst = path_join(root, "cache/qemu/capabilities");
+    mkdir_p(dst, 0755);
+    for (const auto& f : list_dir(dst)) ::unlink(path_join(dst, f).c_str());
+    for (const auto& f : files) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+}
+
+void refresh_capabilities_cache(const std::string& root, const std::string& cache_root) {
+    std::string src = path_join(root, "cache/qemu/capabilities");
+    std::string dst = path_join(cache_root, "cache/qemu/capabilities");
+    mkdir_p(dst, 0700);
+    FileLock lock(path_join(cache_root, ".lock"));
+    std::vector<std::string> fresh;
+    for (const auto& f : list_dir(src))
+        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") fresh.push_back(f);
+    if (fresh.empty()) return;
+    for (const auto& f : fresh) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0600);
+    for (const auto& f : list_dir(dst))
+        if (std::find(fresh.begin(), fresh.end(), f) == fresh.end()) ::unlink(path_join(dst, f).c_str());
+}
+
+std::string qemu_mark(const std::string& name) { return "guest=" + name + ","; }
+
+std::string qemu_pid_file(const std::string& root, const std::string& name) {
+    return root + "/run/qemu/" + name + ".pid";
+}
+
+}  // namespace svm
