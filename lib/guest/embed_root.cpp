@@ -4,12 +4,28 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "error.hpp"
 #include "fs.hpp"
 #include "proc.hpp"
 
 namespace svm {
+
+namespace {
+
+// Where an embedded root keeps libvirt's QEMU capabilities cache.
+std::string caps_dir(const std::string& root) { return path_join(root, "cache/qemu/capabilities"); }
+
+// The cache's entries in dir: libvirt's XML files (nothing else is copied).
+std::vector<std::string> cache_files(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& f : list_dir(dir))
+        if (f.size() > 4 && f.compare(f.size() - 4, 4, ".xml") == 0) out.push_back(f);
+    return out;
+}
+
+}  // namespace
 
 void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     mkdir_p(path_join(root, "etc"), 0755);
@@ -33,7 +49,7 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
 
 void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
                              const std::string& emulator, const std::string& probe_program) {
-    std::string src = path_join(cache_root, "cache/qemu/capabilities");
+    std::string src = caps_dir(cache_root);
     if (list_dir(src).empty()) {
         // Warm it once per node: asking for the domain capabilities makes
         // libvirt probe QEMU and write its cache. A short-lived process does it
@@ -51,16 +67,13 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
                           "qemu-system-x86_64 installed and runnable?)");
         }
     }
-    std::string dst = path_join(root, "cache/qemu/capabilities");
+    std::string dst = caps_dir(root);
     mkdir_p(dst, 0755);
-    for (const auto& f : list_dir(src)) {
-        if (f.size() < 4 || f.substr(f.size() - 4) != ".xml") continue;
-        write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
-    }
+    for (const auto& f : cache_files(src)) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
 }
 
 std::string capabilities_fingerprint(const std::string& root) {
-    std::string dir = path_join(root, "cache/qemu/capabilities"), out;
+    std::string dir = caps_dir(root), out;
     for (const auto& f : list_dir(dir)) {
         struct stat st;
         if (::stat(path_join(dir, f).c_str(), &st) != 0) continue;
@@ -71,25 +84,20 @@ std::string capabilities_fingerprint(const std::string& root) {
 }
 
 void use_capabilities_cache(const std::string& root, const std::string& cache_root) {
-    std::string src = path_join(cache_root, "cache/qemu/capabilities");
-    std::vector<std::string> files;
-    for (const auto& f : list_dir(src))
-        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") files.push_back(f);
+    std::string src = caps_dir(cache_root);
+    std::vector<std::string> files = cache_files(src);
     if (files.empty()) return;
-    std::string dst = path_join(root, "cache/qemu/capabilities");
+    std::string dst = caps_dir(root);
     mkdir_p(dst, 0755);
     for (const auto& f : list_dir(dst)) ::unlink(path_join(dst, f).c_str());
     for (const auto& f : files) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
 }
 
 void refresh_capabilities_cache(const std::string& root, const std::string& cache_root) {
-    std::string src = path_join(root, "cache/qemu/capabilities");
-    std::string dst = path_join(cache_root, "cache/qemu/capabilities");
+    std::string src = caps_dir(root), dst = caps_dir(cache_root);
     mkdir_p(dst, 0700);
     FileLock lock(path_join(cache_root, ".lock"));
-    std::vector<std::string> fresh;
-    for (const auto& f : list_dir(src))
-        if (f.size() > 4 && f.substr(f.size() - 4) == ".xml") fresh.push_back(f);
+    std::vector<std::string> fresh = cache_files(src);
     if (fresh.empty()) return;
     for (const auto& f : fresh) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0600);
     for (const auto& f : list_dir(dst))
