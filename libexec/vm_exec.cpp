@@ -57,7 +57,9 @@ int print_console(int fd) {
 int run_task(const svm::TaskInvocation& t) {
     if (t.console_fd >= 0) return print_console(t.console_fd);
     svm::JobPlan p = svm::load_plan(t.plan_path);
-    std::string why = svm::wait_for_guest(p);
+    // The batch script may start while the guest finishes setting itself
+    // up: its login overlaps that (it waits there for the guest).
+    std::string why = svm::wait_for_guest(p, t.batch);
     if (!why.empty()) {
         svm::log::error(why);
         svm::show_console_to_user(p);

@@ -222,6 +222,12 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <target type='serial' port='0'/>\n";
         x += "    </console>\n";
     }
+    if (!s.login_channel.empty()) {
+        x += "    <channel type='unix'>\n";
+        x += "      <source mode='bind' path='" + e(s.login_channel) + "'/>\n";
+        x += "      <target type='virtio' name='" + e(kLoginPortName) + "'/>\n";
+        x += "    </channel>\n";
+    }
     if (!s.hostdevs.empty()) x += hostdev_xml(s);
     x += "    <memballoon model='none'/>\n";
     x += "  </devices>\n";

@@ -22,6 +22,10 @@ struct HostdevSpec {
     int numa_node = -1;   // host NUMA node of the function, -1 = unknown
 };
 
+// The name of the guest's virtio-serial port that carries the job's first
+// SSH login (seed_first_login_script, lib/guest/seed.hpp).
+inline constexpr const char* kLoginPortName = "org.slurm-vm.login";
+
 struct DomainSpec {
     std::string name;
     std::string type = "kvm";  // "kvm" or "qemu" (TCG)
@@ -41,6 +45,7 @@ struct DomainSpec {
     std::string tap;                      // host tap name (unique on the host; libvirt's
                                           // own vnetN choice races between embedded drivers)
     std::string console_log;              // serial console written to this file
+    std::string login_channel;            // Unix socket (server) of the port kLoginPortName
     std::vector<ShareSpec> shares;        // 9p (as QEMU's user) or virtio-fs shares
     // Passed-through functions. With any, the guest is a q35 machine and the
     // functions of one host NUMA node (its GPUs and the VF) sit behind one

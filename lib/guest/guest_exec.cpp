@@ -45,6 +45,10 @@ std::string remote_shell_command(const GuestCommand& c) {
     // milliseconds in an emulated guest). On PATH, it holds only srun and
     // the job script, executable.
     std::string s, exe;
+    if (!c.wait_for_flags_in.empty()) {
+        std::string f = shell_quote(c.wait_for_flags_in);
+        s += "until [ -e " + f + "/ready ]; do [ -e " + f + "/failed ] && exit 255; sleep 0.02; done; ";
+    }
     if (!c.hostfile.empty() || c.srun_port > 0 || c.script_on_stdin)
         s += "d=$(mktemp -d /tmp/slurm-vm.XXXXXX) || exit 1; ";
     if (!c.hostfile.empty()) {

@@ -28,6 +28,11 @@ struct GuestCommand {
     // others of a multi-node job may still be booting.
     std::vector<std::string> wait_for_peers;
     int peer_wait_s = 300;
+    // The job's first login, started while the guest still sets itself up
+    // (GuestState login): the command first waits for the flag "ready" in
+    // this directory of the guest (kGuestFlagDir, lib/guest/seed.hpp), and
+    // ends with status 255 at the flag "failed". "" = no wait.
+    std::string wait_for_flags_in;
 };
 
 // One line per guest of the job, "<guest> slots=<tasks on that node>", from

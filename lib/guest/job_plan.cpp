@@ -193,7 +193,7 @@ JobPlan JobPlan::from_json(const std::string& text, const std::string& shown) {
 JobPlan load_plan(const std::string& path) { return JobPlan::from_json(read_file(path), path); }
 
 namespace {
-const char* const kPhaseNames[] = {"", "prepared", "booting", "ready", "failed", "stopped"};
+const char* const kPhaseNames[] = {"", "prepared", "booting", "ready", "failed", "stopped", "login"};
 }
 
 GuestState GuestState::parse(const std::string& text) {

@@ -86,6 +86,8 @@ struct JobPlan {
     std::string user_key() const { return dir + "/id_ed25519"; }
     std::string known_hosts() const { return dir + "/known_hosts"; }
     std::string ssh_socket() const { return dir + "/ssh.sock"; }
+    // The guest's serial channel of its first login (root's end, the keeper's).
+    std::string login_channel() const { return dir + "/login.sock"; }
     std::string state_file() const { return dir + "/state"; }
     std::string embed_root() const { return dir + "/libvirt"; }
     std::string keeper_pid_file() const { return dir + "/keeper.pid"; }
@@ -103,10 +105,12 @@ JobPlan load_plan(const std::string& path);
 
 // The guest's state as the prolog and the keeper report it to the task
 // wrapper, the epilog and `slurm-vm status`, in the job directory's "state"
-// file: "prepared", "booting", "ready", "failed: <reason>" (refused, or never
-// ready) or "stopped: <reason>" (was up, then ended; kJobEnded is the normal end).
+// file: "prepared", "booting", "login" (still setting itself up, but its
+// first login may start: see seed_first_login_script), "ready", "failed:
+// <reason>" (refused, or never ready) or "stopped: <reason>" (was up, then
+// ended; kJobEnded is the normal end).
 struct GuestState {
-    enum class Phase { none, prepared, booting, ready, failed, stopped };
+    enum class Phase { none, prepared, booting, ready, failed, stopped, login };
     Phase phase = Phase::none;
     std::string reason;  // of failed and stopped
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "irq_profile.hpp"
@@ -16,6 +17,10 @@ namespace svm {
 
 std::string ready_marker(const JobPlan& p) {
     return "SLURM_VM_READY job=" + std::to_string(p.job_id) + " node=" + p.node;
+}
+
+std::string login_marker(const JobPlan& p) {
+    return "SLURM_VM_LOGIN job=" + std::to_string(p.job_id) + " node=" + p.node;
 }
 
 std::string seed_meta_data(const JobPlan& p) {
@@ -169,7 +174,7 @@ std::string seed_sshd_start_script(const std::string& systemd_dir) {
            "  u=ssh.service; systemctl cat $u >/dev/null 2>&1 || u=sshd.service\n"
            "  if systemctl is-active --quiet $u; then systemctl restart $u || fail \"restart $u\"\n"
            "  else systemctl --no-block start $u || fail \"start $u\"; fi\n"
-           "elif pidof sshd >/dev/null 2>&1; then kill -HUP $(pidof sshd)\n"
+           "elif [ -s /run/sshd.pid ] && kill -HUP \"$(cat /run/sshd.pid)\" 2>/dev/null; then :\n"
            "else /usr/sbin/sshd || fail sshd; fi\n";
 }
 
@@ -177,6 +182,24 @@ std::string seed_no_motd_script(const std::string& pam_file) {
     std::string f = shell_quote(pam_file);
     return "if [ -f " + f + " ]; then sed -i 's/^[[:space:]]*session[[:space:]]\\{1,\\}optional[[:space:]]\\{1,\\}" +
            "pam_motd\\.so/# slurm-vm, no MOTD in job sessions: &/' " + f + "; fi\n";
+}
+
+std::string seed_first_login_script(const JobPlan& p) {
+    std::string s;
+    s += "# The job's first login: one sshd session on the serial port " + std::string(kLoginPortName) +
+         " (see seed.hpp).\n";
+    s += "modprobe virtio_console 2>/dev/null\n";
+    s += "port=\"\"\n";
+    s +=
+        "for v in /sys/class/virtio-ports/*; do [ \"$(cat \"$v/name\" 2>/dev/null)\" = " + std::string(kLoginPortName) +
+        " ] && port=/dev/${v##*/}; done\n";
+    s += "if [ -c \"$port\" ] && [ -x /usr/sbin/sshd ]; then\n";
+    s += "  mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
+    s += "  rm -f /run/nologin\n";
+    s += "  setsid /usr/sbin/sshd -i <>\"$port\" >&0 2>/dev/null &\n";
+    s += "  log " + shell_quote(login_marker(p)) + "\n";
+    s += "fi\n";
+    return s;
 }
 
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
@@ -193,7 +216,9 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "# Generated on the host; runs as root on every boot (a cloud-init boothook).\n";
     s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
-    s += "fail() { log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
+    std::string flags = kGuestFlagDir;
+    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + "\n";
+    s += "fail() { : >" + flags + "/failed; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
     s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
     // The job's traffic goes where the peers' hostnames point: the IPoIB
     // addresses when the job has a fabric, else the bridge's. Also in
@@ -253,6 +278,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_no_motd_script();
     s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
          "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
+    s += seed_first_login_script(p);
     s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"
          "Host *\n"
          "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
@@ -280,6 +306,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
     s += seed_sshd_start_script();
+    s += ": >" + flags + "/ready\n";
     s += "log " + q(ready_marker(p)) + "\n";
     return s;
 }

@@ -48,8 +48,29 @@ std::string seed_no_motd_script(const std::string& pam_file = "/etc/pam.d/sshd")
 // the keeper's readiness waits for port 22. One already running, with the
 // image's own host keys, is restarted, which returns once the new sshd
 // listens, so logins meet the job's host key. Without systemd (a NoCloud
-// runner): reloaded, or started.
+// runner): the daemon (its pid file: other sshd processes, e.g. the job's
+// first login's, are left alone) is reloaded, or started.
 std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/systemd/system");
+
+// The guest's flags for the job's first login (seed_first_login_script), in
+// this directory: the user-data makes "ready" when the guest is set up,
+// "failed" when it failed; the directory is made anew at every boot.
+inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
+
+// The user-data's start of the job's first login: an sshd for one session
+// (`sshd -i`) on the guest's virtio-serial port kLoginPortName, started as
+// soon as the job's user, keys and sshd settings exist, and announced on the
+// console (login_marker). Its key exchange and login (most of a second of
+// emulated crypto, a few milliseconds under KVM) then overlap the rest of
+// the guest's set-up, and of a stock image's boot: the command the session
+// runs waits for the flag "ready" (GuestCommand::wait_for_flags_in). A guest without the
+// port, its driver (virtio_console) or /usr/sbin/sshd says nothing, and its
+// first login waits for port 22 like every other. The job's user may log in
+// before systemd's boot-time lock on logins (/run/nologin, which pam_nologin
+// honours) is lifted: that lock is removed.
+std::string seed_first_login_script(const JobPlan& p);
+// The console line that says the first login's sshd is waiting.
+std::string login_marker(const JobPlan& p);
 
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.

@@ -19,6 +19,7 @@
 #include "guest_console.hpp"
 #include "log.hpp"
 #include "proc.hpp"
+#include "seed.hpp"
 #include "srun_relay.hpp"
 
 namespace svm {
@@ -164,6 +165,18 @@ void sync_for_save(const JobPlan& p, const TaskInvocation& t) {
 
 constexpr size_t kConsoleTailLines = 20;
 
+// The guest's state once the keeper has seen what the lost session saw: a
+// guest that failed while the first login waited in it is reported so a
+// moment later (bounded).
+GuestState settled_guest_state(const JobPlan& p) {
+    GuestState s = read_guest_state(p);
+    for (int i = 0; i < 250 && s.phase == GuestState::Phase::login; ++i) {
+        ::usleep(20000);
+        s = read_guest_state(p);
+    }
+    return s;
+}
+
 }  // namespace
 
 std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -195,11 +208,12 @@ std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& ar
     return t;
 }
 
-std::string wait_for_guest(const JobPlan& p) {
+std::string wait_for_guest(const JobPlan& p, bool first_login) {
     long deadline = now_ms() + (p.boot_timeout_s + 60) * 1000L;
     for (;;) {
         GuestState state = read_guest_state(p);
         if (state.phase == GuestState::Phase::ready) return "";
+        if (first_login && state.phase == GuestState::Phase::login) return "";
         if (state.ended()) return state.reason;
         if (now_ms() > deadline)
             return "the guest on " + p.node +
@@ -229,6 +243,7 @@ GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std:
 int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     // This process is unique on the host, the guest is this host's only.
     GuestCommand c = guest_command(p, t, "/tmp/.slurm-vm-task." + std::to_string(::getpid()));
+    if (read_guest_state(p).phase != GuestState::Phase::ready) c.wait_for_flags_in = kGuestFlagDir;
     std::string script = t.batch ? read_file(t.argv[0]) : "";
     // The batch script's srun goes through us (lib/guest/srun_relay.hpp).
     std::unique_ptr<SrunRelay> srun_relay;
@@ -256,7 +271,7 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     int rc = wait_relaying_signals(p, t.self, c.pid_file);
     if (t.batch && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) sync_for_save(p, t);
     if (rc != 255) return rc;
-    GuestState now = read_guest_state(p);
+    GuestState now = settled_guest_state(p);
     if (now.phase != GuestState::Phase::ready) {
         log::error(now.ended() ? now.reason : "the guest is gone");
         show_console_to_user(p);

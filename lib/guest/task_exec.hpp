@@ -29,9 +29,12 @@ struct TaskInvocation {
 std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                               const std::string& cwd);
 
-// Waits for this node's guest to be ready. Returns "" then, else the reason
-// the task fails with (the guest failed or stopped, or never started).
-std::string wait_for_guest(const JobPlan& p);
+// Waits for this node's guest to be ready, or with `first_login` only until
+// it takes the job's first login (GuestState login: the batch step's command
+// then waits in the guest, GuestCommand::wait_for_set_up). Returns "" then,
+// else the reason the task fails with (the guest failed or stopped, or never
+// started).
+std::string wait_for_guest(const JobPlan& p, bool first_login = false);
 
 // The command the guest runs for the task, with `pid_file` noting its
 // process group there.

@@ -15,7 +15,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -44,7 +46,11 @@ std::atomic<bool> g_stop{false};
 constexpr size_t kUserConsoleBytes = 1u << 20;
 void on_term(int) { g_stop = true; }
 
-void relay(int a, int b) {
+// Copies between `a` (a client of the job's socket) and `b` (the guest) until
+// both have closed; with `end_with_client`, until `a` has (the guest's serial
+// channel never closes its end). `b_closed`, when set, is called once `b`
+// has closed, before `a` learns it.
+void relay(int a, int b, bool end_with_client = false, const std::function<void()>& b_closed = {}) {
     char buf[65536];
     bool a_open = true, b_open = true;
     while (a_open || b_open) {
@@ -61,6 +67,8 @@ void relay(int a, int b) {
             ssize_t n = ::read(from, buf, sizeof buf);
             if (n <= 0) {
                 open = false;
+                if (end_with_client && i == 0) a_open = b_open = false;
+                if (i == 1 && b_closed) b_closed();
                 ::shutdown(to, SHUT_WR);
                 continue;
             }
@@ -96,13 +104,46 @@ int connect_guest(const std::string& ip, int timeout_ms) {
     }
 }
 
-// Accepts on the job's Unix socket and connects each client to the guest's sshd.
-void ssh_proxy(int listen_fd, std::string ip) {
+// The guest's serial channel of the job's first login (seed_first_login_script):
+// connected when the guest starts (the guest's sshd can then send its banner),
+// offered once the guest says its sshd waits there, taken by one client.
+// QEMU closes the channel when the guest dies: the client (slurm-vm-exec)
+// learns it only once the guest's state says why (settled), as it does from a
+// TCP session, which outlives a dead guest.
+struct LoginChannel {
+    std::atomic<int> fd{-1};
+    std::atomic<bool> offered{false};
+    std::atomic<bool> settled{false};  // the guest's end is in its state
+    int take() { return offered ? fd.exchange(-1) : -1; }
+    void wait_settled(int max_ms) const {
+        for (int i = 0; i < max_ms / 20 && !settled; ++i) ::usleep(20000);
+    }
+};
+
+int connect_unix(const std::string& path) {
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+    if (s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
+    if (s >= 0) ::close(s);
+    return -1;
+}
+
+// Accepts on the job's Unix socket and connects each client to the guest's
+// sshd: the first one over the login channel when it is offered, the others
+// (and all when it is not) over TCP.
+void ssh_proxy(int listen_fd, std::string ip, std::shared_ptr<LoginChannel> login) {
     for (;;) {
         int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) {
             if (errno == EINTR) continue;
             return;
+        }
+        if (int ch = login->take(); ch >= 0) {
+            log::debug("the job's first login goes over the guest's serial channel");
+            std::thread([c, ch, login] { relay(c, ch, true, [&login] { login->wait_settled(5000); }); }).detach();
+            continue;
         }
         std::thread([c, ip] {
             int s = connect_guest(ip, 30000);
@@ -274,6 +315,7 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.mtu = p.mtu;
     d.mac = p.mac;
     d.console_log = p.console_log();
+    d.login_channel = p.login_channel();
     return d;
 }
 
@@ -394,6 +436,7 @@ private:
     ShareServers share_servers_;  // declared before the guest: the servers outlive it
     ConnectPtr conn_;
     DomainPtr dom_;
+    std::shared_ptr<LoginChannel> login_ = std::make_shared<LoginChannel>();
 };
 
 // Signals sent to the job's steps are for the tasks (slurm-vm-exec carries
@@ -417,6 +460,7 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
         log::warn("no copy of the console for the user: " + e.chain());
     }
     write_guest_state(p_, state);
+    login_->settled = true;
     log::error(why);
     try {
         std::string kept = log::keep_console(p_.console_log(), cfg_.log_dir, p_.node, p_.job_id);
@@ -599,7 +643,9 @@ Keeper::Failure Keeper::start_ssh_proxy() {
         destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
         return "cannot create the SSH socket on " + p_.node + ": " + e.chain();
     }
-    std::thread(ssh_proxy, lfd, p_.ip).detach();
+    // QEMU listens there once the guest runs (no channel: every login over TCP).
+    login_->fd = connect_unix(p_.login_channel());
+    std::thread(ssh_proxy, lfd, p_.ip, login_).detach();
     return std::nullopt;
 }
 
@@ -607,7 +653,7 @@ Keeper::Failure Keeper::start_ssh_proxy() {
 // its sshd to accept TCP connections (no SSH handshake: that costs seconds
 // of emulated crypto). `ready` stays false when the job ended first.
 Keeper::Failure Keeper::wait_until_ready(bool& ready) {
-    std::string marker = ready_marker(p_);
+    std::string marker = ready_marker(p_), login = login_marker(p_);
     long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
     int64_t seen = 0;
     std::string tail;
@@ -624,6 +670,11 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
         if (tail.find(marker) != std::string::npos) {
             ready = true;
             break;
+        }
+        if (!login_->offered && login_->fd >= 0 && tail.find(login) != std::string::npos) {
+            login_->offered = true;
+            write_guest_state(p_, {GuestState::Phase::login, ""});
+            log::info("the guest takes the job's first login in " + std::to_string(now_ms() - t0_) + " ms");
         }
         auto f = tail.find("SLURM_VM_FAILED");
         auto eol = f == std::string::npos ? f : tail.find('\n', f);
@@ -706,6 +757,7 @@ int Keeper::live() {
     long t_stop = now_ms();
     destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
     write_guest_state(p_, {GuestState::Phase::stopped, kJobEnded});
+    login_->settled = true;
     log::info("guest destroyed: the job ended (" + std::to_string(now_ms() - t_stop) + " ms)");
     return 0;
 }

@@ -110,3 +110,38 @@ TEST_CASE("the batch script waits until the job's other guests accept logins", "
     CHECK(r.out == "ran\n");
     CHECK(r.err.find("slurm-vm: guest never does not accept logins") != std::string::npos);
 }
+
+TEST_CASE("the job's first login waits in the guest until it is set up, and ends if it failed", "[exec]") {
+    svm::test::TempDir tmp("svm-flags");
+    std::string d = tmp.path();
+    svm::GuestCommand c;
+    c.argv = {"/home/u/job.sh"};
+    c.script_on_stdin = true;
+    c.wait_for_flags_in = d;
+    svm::RunOptions o;
+    o.timeout_ms = 20000;
+    o.stdin_data = "#!/bin/sh\necho \"ran; ready: $(ls " + d + ")\"\n";
+    // The guest says it is set up 0.3 s after the command started.
+    pid_t setter = ::fork();
+    REQUIRE(setter >= 0);
+    if (setter == 0) {
+        ::usleep(300000);
+        _exit(svm::run({"/bin/sh", "-c", ": >" + d + "/ready"}).status);
+    }
+    long t0 = svm::now_ms();
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    long waited = svm::now_ms() - t0;
+    ::waitpid(setter, nullptr, 0);
+    CHECK(r.status == 0);
+    CHECK(r.out == "ran; ready: ready\n");
+    CHECK(waited >= 300);
+    // A guest that failed: the script never runs, the session ends with 255.
+    ::unlink((d + "/ready").c_str());
+    svm::write_file_atomic(d + "/failed", "", 0644);
+    r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    CHECK(r.status == 255);
+    CHECK(r.out.empty());
+    // Not the first login: no wait.
+    c.wait_for_flags_in.clear();
+    CHECK(svm::remote_shell_command(c).find("until") == std::string::npos);
+}

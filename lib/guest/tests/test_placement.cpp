@@ -207,6 +207,16 @@ TEST_CASE("guests without passthrough devices keep the pc machine and no PCIe co
     CHECK(x.find("memoryBacking") == std::string::npos);
 }
 
+TEST_CASE("the guest's login channel is a virtio-serial port on the keeper's socket, only when asked", "[placement]") {
+    svm::DomainSpec s = base_spec();
+    CHECK(svm::domain_xml(s).find("<channel") == std::string::npos);
+    s.login_channel = "/run/slurm-vm/n1/job_7/login.sock";
+    CHECK(svm::domain_xml(s).find("    <channel type='unix'>\n"
+                                  "      <source mode='bind' path='/run/slurm-vm/n1/job_7/login.sock'/>\n"
+                                  "      <target type='virtio' name='org.slurm-vm.login'/>\n"
+                                  "    </channel>\n") != std::string::npos);
+}
+
 TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe switch (golden)", "[placement]") {
     svm::DomainSpec s = base_spec();
     s.numa_node = 1;

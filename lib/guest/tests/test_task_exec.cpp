@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "catch.hpp"
 #include "fs.hpp"
+#include "proc.hpp"
 #include "support.hpp"
 #include "task_exec.hpp"
 
@@ -84,6 +86,18 @@ TEST_CASE("task_exec: waiting for the guest ends with its state's reason", "[tas
     CHECK(svm::wait_for_guest(p) == "");
     svm::write_guest_state(p, {svm::GuestState::Phase::failed, "the image is not a disk image"});
     CHECK(svm::wait_for_guest(p) == "the image is not a disk image");
+    // The guest takes the job's first login: the batch step goes on, the
+    // others wait for it to be ready.
+    svm::write_guest_state(p, {svm::GuestState::Phase::login, ""});
+    CHECK(svm::wait_for_guest(p, true) == "");
+    std::thread later([&p] {
+        ::usleep(200000);
+        svm::write_guest_state(p, {svm::GuestState::Phase::ready, ""});
+    });
+    long t0 = svm::now_ms();
+    CHECK(svm::wait_for_guest(p) == "");
+    CHECK(svm::now_ms() - t0 >= 150);
+    later.join();
 }
 
 TEST_CASE("task_exec: ssh waits for a slow guest's banner as long as its boot timeout allows", "[task_exec]") {

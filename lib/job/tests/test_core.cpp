@@ -212,6 +212,29 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
     CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
+    // The job's first login starts once the job's user, keys and sshd settings
+    // exist, before the network, the shares and the daemon; the flags it waits
+    // for are made anew first, "ready" just before the marker.
+    std::string login = svm::seed_first_login_script(p);
+    CHECK(ud.find(login) > ud.find("useradd -M"));
+    CHECK(ud.find(login) > ud.find("Include /etc/ssh/sshd_config.d"));
+    CHECK(ud.find(login) < ud.find("ip addr replace"));
+    CHECK(ud.find(login) < ud.find(svm::seed_sshd_start_script()));
+    CHECK(login.find("setsid /usr/sbin/sshd -i <>\"$port\" >&0") != std::string::npos);
+    CHECK(login.find(svm::login_marker(p)) != std::string::npos);
+    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm\n") < ud.find("fail()"));
+    CHECK(ud.find("fail() { : >/run/slurm-vm/failed;") != std::string::npos);
+    CHECK(ud.find(": >/run/slurm-vm/ready\n") < ud.find(svm::ready_marker(p)));
+    CHECK(ud.find(": >/run/slurm-vm/ready\n") > ud.find(svm::seed_sshd_start_script()));
+    // A machine without the port (this one; modprobe is a stand-in): nothing
+    // started, nothing said.
+    svm::test::TempDir bin("svm-bin");
+    svm::write_file_atomic(bin.path() + "/modprobe", "#!/bin/sh\nexit 0\n", 0755);
+    svm::RunOptions ro;
+    ro.env = {"PATH=" + bin.path() + ":/usr/bin:/bin"};
+    auto none = svm::run({"/bin/sh", "-c", "log() { echo \"$*\"; }\n" + login}, ro);
+    CHECK(none.status == 0);
+    CHECK(none.out.empty());
     auto syntax = svm::run({"/bin/sh", "-n"}, {.stdin_data = ud});
     CHECK(syntax.status == 0);
     svm::test::TempDir d_dir("svm-unit");
@@ -417,7 +440,7 @@ TEST_CASE("doctor checks the Slurm settings slurm-vm relies on", "[core]") {
 
 TEST_CASE("the guest's state file: phases and reasons round-trip, a normal end is no failure", "[core]") {
     using P = svm::GuestState::Phase;
-    for (const char* t : {"prepared", "booting", "ready", "failed: no image: x", "stopped: the guest crashed"})
+    for (const char* t : {"prepared", "booting", "login", "ready", "failed: no image: x", "stopped: the guest crashed"})
         CHECK(svm::GuestState::parse(t).text() == t);
     CHECK(svm::GuestState::parse("failed: a: b\n").reason == "a: b");
     CHECK(svm::GuestState::parse("failed: a").failure() == "a");
