@@ -46,8 +46,13 @@ std::string remote_shell_command(const GuestCommand& c) {
     // the job script, executable.
     std::string s, exe;
     if (!c.wait_for_flags_in.empty()) {
+        // First, as /tmp may still be mounted over while the guest sets itself
+        // up (/run, mounted before, is noexec). Woken through the FIFO "go"
+        // (no process started to wait; without it, polled), then the flags decide.
         std::string f = shell_quote(c.wait_for_flags_in);
-        s += "until [ -e " + f + "/ready ]; do [ -e " + f + "/failed ] && exit 255; sleep 0.02; done; ";
+        s += "if [ -p " + f + "/go ]; then exec 3<>" + f + "/go; else exec 3</dev/null; fi; ";
+        s += "until [ -e " + f + "/ready ]; do [ -e " + f + "/failed ] && exit 255; read _ <&3 || sleep 0.05; done; " +
+             "exec 3<&-; ";
     }
     if (!c.hostfile.empty() || c.srun_port > 0 || c.script_on_stdin)
         s += "d=$(mktemp -d /tmp/slurm-vm.XXXXXX) || exit 1; ";

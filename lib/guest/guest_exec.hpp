@@ -30,8 +30,9 @@ struct GuestCommand {
     int peer_wait_s = 300;
     // The job's first login, started while the guest still sets itself up
     // (GuestState login): the command first waits for the flag "ready" in
-    // this directory of the guest (kGuestFlagDir, lib/guest/seed.hpp), and
-    // ends with status 255 at the flag "failed". "" = no wait.
+    // this directory of the guest (kGuestFlagDir, lib/guest/seed.hpp; woken
+    // through its FIFO "go"), and ends with status 255 at the flag "failed".
+    // "" = no wait.
     std::string wait_for_flags_in;
 };
 

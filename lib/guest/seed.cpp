@@ -217,8 +217,10 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
     std::string flags = kGuestFlagDir;
-    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + "\n";
-    s += "fail() { : >" + flags + "/failed; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
+    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go\n";
+    // Opened read-write: never blocks; the first login holds it open too.
+    s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
+    s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
     s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
     // The job's traffic goes where the peers' hostnames point: the IPoIB
     // addresses when the job has a fabric, else the bridge's. Also in
@@ -306,7 +308,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
     s += seed_sshd_start_script();
-    s += ": >" + flags + "/ready\n";
+    s += ": >" + flags + "/ready; svm_wake\n";
     s += "log " + q(ready_marker(p)) + "\n";
     return s;
 }

@@ -54,7 +54,8 @@ std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/system
 
 // The guest's flags for the job's first login (seed_first_login_script), in
 // this directory: the user-data makes "ready" when the guest is set up,
-// "failed" when it failed; the directory is made anew at every boot.
+// "failed" when it failed, and then writes a line to the FIFO "go" (opened
+// read-write: it never blocks). The directory is made anew at every boot.
 inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 
 // The user-data's start of the job's first login: an sshd for one session

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 wd="$(workdir)"
 cat >"$wd/job.sh" <<'SCRIPT'
 #!/bin/sh
-echo "script started, guest set up: $(ls /run/slurm-vm)"
+echo "script started, guest set up: $(test -e /run/slurm-vm/ready && echo yes || echo no)"
 echo "probe ready"
 i=0; while [ ! -e "$HOME/svm-login-over.$SLURM_JOB_ID" ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
 SCRIPT
@@ -24,7 +24,7 @@ on_exit 'scancel "$id" 2>/dev/null || true; rm -f "/home/$SVM_USER/svm-login-ove
 log "job $id"
 out="$wd/slurm-$id.out"
 wait_output "$out" "^probe ready" "the batch script" 600
-grep -q "^script started, guest set up: ready$" "$out" || fail "the script ran before the guest was set up: $(cat "$out")"
+grep -q "^script started, guest set up: yes$" "$out" || fail "the script ran before the guest was set up: $(cat "$out")"
 jlog="$(cluster_setting log_dir /var/log/slurm-vm)/node1/job_$id.log"
 grep -q "the guest takes the job's first login in" "$jlog" || fail "the guest never offered its first login: $jlog"
 grep -q "the job's first login goes over the guest's serial channel" "$jlog" ||

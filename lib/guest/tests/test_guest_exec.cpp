@@ -114,33 +114,48 @@ TEST_CASE("the batch script waits until the job's other guests accept logins", "
 TEST_CASE("the job's first login waits in the guest until it is set up, and ends if it failed", "[exec]") {
     svm::test::TempDir tmp("svm-flags");
     std::string d = tmp.path();
+    REQUIRE(svm::run({"/bin/sh", "-c", "mkfifo -m 0666 " + d + "/go"}).ok());
     svm::GuestCommand c;
     c.argv = {"/home/u/job.sh"};
     c.script_on_stdin = true;
     c.wait_for_flags_in = d;
     svm::RunOptions o;
     o.timeout_ms = 20000;
-    o.stdin_data = "#!/bin/sh\necho \"ran; ready: $(ls " + d + ")\"\n";
-    // The guest says it is set up 0.3 s after the command started.
-    pid_t setter = ::fork();
-    REQUIRE(setter >= 0);
-    if (setter == 0) {
-        ::usleep(300000);
-        _exit(svm::run({"/bin/sh", "-c", ": >" + d + "/ready"}).status);
-    }
+    o.stdin_data = "#!/bin/sh\necho \"ran; flags: $(ls " + d + " | tr '\\n' ' ')\"\n";
+    // The guest says it is set up 0.3 s after the command started, the way
+    // the seed's script does (the flag, then a line to the FIFO).
+    auto set_up_later = [&d](const std::string& flag) {
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            ::usleep(300000);
+            _exit(svm::run({"/bin/sh", "-c", ": >" + d + "/" + flag + "; echo go 1<>" + d + "/go"}).status);
+        }
+        return pid;
+    };
+    pid_t setter = set_up_later("ready");
+    REQUIRE(setter > 0);
     long t0 = svm::now_ms();
     auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
     long waited = svm::now_ms() - t0;
     ::waitpid(setter, nullptr, 0);
     CHECK(r.status == 0);
-    CHECK(r.out == "ran; ready: ready\n");
+    CHECK(r.out == "ran; flags: go ready \n");
     CHECK(waited >= 300);
     // A guest that failed: the script never runs, the session ends with 255.
     ::unlink((d + "/ready").c_str());
-    svm::write_file_atomic(d + "/failed", "", 0644);
+    setter = set_up_later("failed");
     r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    ::waitpid(setter, nullptr, 0);
     CHECK(r.status == 255);
     CHECK(r.out.empty());
+    // Without the FIFO (not made: an older seed), the flags are polled.
+    ::unlink((d + "/failed").c_str());
+    ::unlink((d + "/go").c_str());
+    setter = set_up_later("ready");
+    r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    ::waitpid(setter, nullptr, 0);
+    CHECK(r.status == 0);
+    CHECK(r.out == "ran; flags: go ready \n");
     // Not the first login: no wait.
     c.wait_for_flags_in.clear();
     CHECK(svm::remote_shell_command(c).find("until") == std::string::npos);

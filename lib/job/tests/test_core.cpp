@@ -222,10 +222,11 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find(login) < ud.find(svm::seed_sshd_start_script()));
     CHECK(login.find("setsid /usr/sbin/sshd -i <>\"$port\" >&0") != std::string::npos);
     CHECK(login.find(svm::login_marker(p)) != std::string::npos);
-    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm\n") < ud.find("fail()"));
-    CHECK(ud.find("fail() { : >/run/slurm-vm/failed;") != std::string::npos);
-    CHECK(ud.find(": >/run/slurm-vm/ready\n") < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find(": >/run/slurm-vm/ready\n") > ud.find(svm::seed_sshd_start_script()));
+    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go\n") <
+          ud.find("fail()"));
+    CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
+    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::ready_marker(p)));
+    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find(svm::seed_sshd_start_script()));
     // A machine without the port (this one; modprobe is a stand-in): nothing
     // started, nothing said.
     svm::test::TempDir bin("svm-bin");
