@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +202,23 @@ FileLock::FileLock(const std::string& path) {
     while (::flock(fd_.get(), LOCK_EX) != 0) {
         if (errno != EINTR) SVM_THROW_ERRNO("lock " + path);
     }
+}
+
+int connect_unix(const std::string& path) {
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -1;
+    if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
+    int saved = errno;
+    ::close(s);
+    errno = saved;
+    return -1;
 }
 
 }  // namespace svm

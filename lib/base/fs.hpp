@@ -51,6 +51,10 @@ private:
     int fd_ = -1;
 };
 
+// A stream connection to the Unix socket at `path` (close-on-exec), or -1
+// with errno set (a path too long for a socket address: ENAMETOOLONG).
+int connect_unix(const std::string& path);
+
 // flock(2)-based lock on a file, held for the object's life.
 class FileLock {
 public:

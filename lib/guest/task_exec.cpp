@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,11 +306,8 @@ void show_console_to_user(const JobPlan& p) {
 
 int proxy_to_guest(const std::string& socket_path) {
     ignore_job_signals();  // ssh's transport: it ends with ssh, not with Slurm's signal
-    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", socket_path.c_str());
-    if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    int s = connect_unix(socket_path);
+    if (s < 0) {
         log::error("cannot reach the guest through " + socket_path + ": " + std::strerror(errno));
         return 255;
     }

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -119,16 +118,6 @@ struct LoginChannel {
         for (int i = 0; i < max_ms / 20 && !settled; ++i) ::usleep(20000);
     }
 };
-
-int connect_unix(const std::string& path) {
-    int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
-    if (s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
-    if (s >= 0) ::close(s);
-    return -1;
-}
 
 // Accepts on the job's Unix socket and connects each client to the guest's
 // sshd: the first one over the login channel when it is offered, the others
