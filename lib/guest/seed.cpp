@@ -194,7 +194,6 @@ std::string seed_first_login_script(const JobPlan& p) {
         "for v in /sys/class/virtio-ports/*; do [ \"$(cat \"$v/name\" 2>/dev/null)\" = " + std::string(kLoginPortName) +
         " ] && port=/dev/${v##*/}; done\n";
     s += "if [ -c \"$port\" ] && [ -x /usr/sbin/sshd ]; then\n";
-    s += "  mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
     s += "  rm -f /run/nologin\n";
     s += "  setsid /usr/sbin/sshd -i <>\"$port\" >&0 2>/dev/null &\n";
     s += "  log " + shell_quote(login_marker(p)) + "\n";
@@ -280,6 +279,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_no_motd_script();
     s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
          "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
+    s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";  // sshd's privilege separation
     s += seed_first_login_script(p);
     s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"
          "Host *\n"
@@ -306,7 +306,6 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_shares_script(p);
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
-    s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";
     s += seed_sshd_start_script();
     s += ": >" + flags + "/ready; svm_wake\n";
     s += "log " + q(ready_marker(p)) + "\n";

@@ -68,7 +68,8 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 // port, its driver (virtio_console) or /usr/sbin/sshd says nothing, and its
 // first login waits for port 22 like every other. The job's user may log in
 // before systemd's boot-time lock on logins (/run/nologin, which pam_nologin
-// honours) is lifted: that lock is removed.
+// honours) is lifted: that lock is removed. Needs sshd's privilege separation
+// directory /run/sshd, which the user-data makes just before.
 std::string seed_first_login_script(const JobPlan& p);
 // The console line that says the first login's sshd is waiting.
 std::string login_marker(const JobPlan& p);

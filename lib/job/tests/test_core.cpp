@@ -220,6 +220,9 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find(login) > ud.find("Include /etc/ssh/sshd_config.d"));
     CHECK(ud.find(login) < ud.find("ip addr replace"));
     CHECK(ud.find(login) < ud.find(svm::seed_sshd_start_script()));
+    // sshd's privilege separation directory, made once, before both sshds.
+    CHECK(ud.find("mkdir -p /run/sshd && chmod 0755 /run/sshd\n") < ud.find(login));
+    CHECK(ud.find("mkdir -p /run/sshd") == ud.rfind("mkdir -p /run/sshd"));
     CHECK(login.find("setsid /usr/sbin/sshd -i <>\"$port\" >&0") != std::string::npos);
     CHECK(login.find(svm::login_marker(p)) != std::string::npos);
     CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go\n") <
