@@ -229,6 +229,12 @@ std::string domain_xml(const DomainSpec& s) {
         x += "    </channel>\n";
     }
     if (!s.hostdevs.empty()) x += hostdev_xml(s);
+    // Entropy from the host (QEMU's getrandom(), no device file): without
+    // it a guest's kernel seeds its random number generator only from its
+    // own jitter, seconds into the boot under emulation, and sshd's first
+    // getrandom() waits for that (a CPU passed through with RDRAND seeds it
+    // at once; an emulated one has none).
+    x += "    <rng model='virtio'>\n      <backend model='builtin'/>\n    </rng>\n";
     x += "    <memballoon model='none'/>\n";
     x += "  </devices>\n";
     x += "</domain>\n";

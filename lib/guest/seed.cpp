@@ -216,6 +216,9 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
     std::string flags = kGuestFlagDir;
+    // The host's entropy (domain_xml.cpp) first: an image without udev
+    // would not load its driver, and sshd waits until the kernel is seeded.
+    s += "modprobe virtio_rng 2>/dev/null\n";
     s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go\n";
     // Opened read-write: never blocks; the first login holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
@@ -306,8 +309,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_shares_script(p);
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
-    s += seed_sshd_start_script();
+    // The job's first login needs no daemon: its command may start while
+    // the daemon does. The marker (the keeper's readiness, then TCP 22)
+    // comes after it.
     s += ": >" + flags + "/ready; svm_wake\n";
+    s += seed_sshd_start_script();
     s += "log " + q(ready_marker(p)) + "\n";
     return s;
 }

@@ -249,6 +249,9 @@ TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe s
         "      <source><address domain='0x0000' bus='0x5e' slot='0x00' function='0x3'/></source>\n"
         "      <address type='pci' domain='0x0000' bus='0x04' slot='0x00' function='0x0'/>\n"
         "    </hostdev>\n"
+        "    <rng model='virtio'>\n"
+        "      <backend model='builtin'/>\n"
+        "    </rng>\n"
         "    <memballoon model='none'/>\n";
     INFO(x);
     CHECK(x.find(golden) != std::string::npos);

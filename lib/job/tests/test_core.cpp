@@ -174,6 +174,8 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     CHECK(x.find("<cpu mode='host-passthrough'") != std::string::npos);
     CHECK(x.find("a&amp;b.qcow2") != std::string::npos);
     CHECK(x.find("<target dev='svm2an0'/>") != std::string::npos);
+    // The host's entropy, without a device file.
+    CHECK(x.find("<rng model='virtio'>\n      <backend model='builtin'/>\n    </rng>") != std::string::npos);
     // The user's image: format pinned, and an explicitly empty backing chain.
     CHECK(
         x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
@@ -214,7 +216,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
     // The job's first login starts once the job's user, keys and sshd settings
     // exist, before the network, the shares and the daemon; the flags it waits
-    // for are made anew first, "ready" just before the marker.
+    // for are made anew first, "ready" before the daemon starts, the marker after it.
     std::string login = svm::seed_first_login_script(p);
     CHECK(ud.find(login) > ud.find("useradd -M"));
     CHECK(ud.find(login) > ud.find("Include /etc/ssh/sshd_config.d"));
@@ -229,7 +231,13 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
           ud.find("fail()"));
     CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find(svm::seed_sshd_start_script()));
+    // The first login's command does not wait for the daemon; readiness does.
+    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::seed_sshd_start_script()));
+    CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
+    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("ip addr replace"));
+    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("mkdir -p '/home/alice/run dir'"));
+    // The host's entropy before any sshd: the first one waits for it.
+    CHECK(ud.find("modprobe virtio_rng") < ud.find(login));
     // A machine without the port (this one; modprobe is a stand-in): nothing
     // started, nothing said.
     svm::test::TempDir bin("svm-bin");
