@@ -53,17 +53,20 @@ std::string seed_no_motd_script(const std::string& pam_file = "/etc/pam.d/sshd")
 std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/systemd/system");
 
 // The guest's flags for the job's first login (seed_first_login_script), in
-// this directory: the user-data makes "ready" when the guest is set up,
-// "failed" when it failed, and then writes a line to the FIFO "go" (opened
-// read-write: it never blocks). The directory is made anew at every boot.
+// this directory: the user-data makes "ready" when the guest is set up
+// (network, shares, working directory; before sshd's daemon starts, which
+// the first login does not need), "failed" when it failed, and then writes
+// a line to the FIFO "go" (opened read-write: it never blocks). The
+// directory is made anew at every boot.
 inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 
 // The user-data's start of the job's first login: an sshd for one session
 // (`sshd -i`) on the guest's virtio-serial port kLoginPortName, started as
 // soon as the job's user, keys and sshd settings exist, and announced on the
-// console (login_marker). Its key exchange and login (most of a second of
-// emulated crypto, a few milliseconds under KVM) then overlap the rest of
-// the guest's set-up, and of a stock image's boot: the command the session
+// console (login_marker). Its key exchange and login (about half a second
+// of an emulated vCPU, a few milliseconds under KVM) then run while the
+// rest of the guest's set-up and of a stock image's boot do (on one busy
+// vCPU they still add to it, but wait for nothing): the command the session
 // runs waits for the flag "ready" (GuestCommand::wait_for_flags_in). A guest without the
 // port, its driver (virtio_console) or /usr/sbin/sshd says nothing, and its
 // first login waits for port 22 like every other. The job's user may log in
