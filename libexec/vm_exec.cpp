@@ -2,7 +2,8 @@
 // SPANK plugin puts it in front of the task's command (Slurm 23.11+) or
 // replaces the task's argv[0] with it and leaves the original in
 // SLURM_VM_ARGV0 (Slurm 22.05). It waits for the node's guest, then runs the
-// command inside it over SSH as the job's user, in the same directory, with
+// command inside it as the job's user (the batch script through the guest's
+// agent, other tasks over SSH), in the same directory, with
 // the job's SLURM_* environment, and exits with the command's status
 // (lib/guest/task_exec.hpp).
 //
@@ -58,7 +59,7 @@ int run_task(const svm::TaskInvocation& t) {
     if (t.console_fd >= 0) return print_console(t.console_fd);
     svm::JobPlan p = svm::load_plan(t.plan_path);
     // The batch script may start while the guest finishes setting itself
-    // up: its login overlaps that (it waits there for the guest).
+    // up: the guest's agent takes it early (it waits there for the guest).
     std::string why = svm::wait_for_guest(p, t.batch);
     if (!why.empty()) {
         svm::log::error(why);

@@ -221,4 +221,63 @@ int connect_unix(const std::string& path) {
     return -1;
 }
 
+namespace {
+constexpr size_t kMaxPassedFds = 8;
+}
+
+void send_with_fds(int sock, const std::string& data, const std::vector<int>& fds, const std::string& what) {
+    if (data.empty() || fds.size() > kMaxPassedFds) SVM_THROW(what + ": no data, or too many descriptors");
+    struct iovec iov = {const_cast<char*>(data.data()), data.size()};
+    char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds.empty()) {
+        msg.msg_control = cbuf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+        struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+        std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+    }
+    while (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
+        if (errno != EINTR) SVM_THROW_ERRNO(what);
+    }
+}
+
+std::string receive_with_fds(int sock, std::vector<UniqueFd>& fds, size_t max_data, size_t max_fds,
+                             const std::string& what, bool dontwait) {
+    max_fds = std::min(max_fds, kMaxPassedFds);
+    std::string buf(max_data, '\0');
+    struct iovec iov = {buf.data(), buf.size()};
+    char cbuf[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * max_fds);
+    ssize_t n;
+    do {
+        n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (dontwait ? MSG_DONTWAIT : 0));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) SVM_THROW_ERRNO(what);
+    fds.clear();
+    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+            int f;
+            std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+            fds.emplace_back(f);
+        }
+    }
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        fds.clear();
+        SVM_THROW(what + ": malformed message");
+    }
+    buf.resize(static_cast<size_t>(n));
+    return buf;
+}
+
 }  // namespace svm

@@ -55,6 +55,16 @@ private:
 // with errno set (a path too long for a socket address: ENAMETOOLONG).
 int connect_unix(const std::string& path);
 
+// Sends `data` (not empty) with descriptors `fds` (SCM_RIGHTS) over the Unix
+// stream socket `sock`, in one message; throws naming `what`.
+void send_with_fds(int sock, const std::string& data, const std::vector<int>& fds, const std::string& what);
+// Receives one such message (at most max_data bytes and max_fds
+// descriptors, close-on-exec) into `fds`; returns its data ("" when the peer
+// closed). A truncated message throws, naming `what`. With `dontwait`, a
+// message not there yet throws (EAGAIN) instead of waiting.
+std::string receive_with_fds(int sock, std::vector<UniqueFd>& fds, size_t max_data, size_t max_fds,
+                             const std::string& what, bool dontwait = false);
+
 // flock(2)-based lock on a file, held for the object's life.
 class FileLock {
 public:

@@ -222,10 +222,10 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <target type='serial' port='0'/>\n";
         x += "    </console>\n";
     }
-    if (!s.login_channel.empty()) {
+    for (size_t i = 0; i < s.agent_channels.size() && i < kAgentPorts; ++i) {
         x += "    <channel type='unix'>\n";
-        x += "      <source mode='bind' path='" + e(s.login_channel) + "'/>\n";
-        x += "      <target type='virtio' name='" + e(kLoginPortName) + "'/>\n";
+        x += "      <source mode='bind' path='" + e(s.agent_channels[i]) + "'/>\n";
+        x += "      <target type='virtio' name='" + e(kAgentPortNames[i]) + "'/>\n";
         x += "    </channel>\n";
     }
     if (!s.hostdevs.empty()) x += hostdev_xml(s);

@@ -1,5 +1,6 @@
 // The libvirt domain XML of a job's guest, built from a plain description.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,9 +23,12 @@ struct HostdevSpec {
     int numa_node = -1;   // host NUMA node of the function, -1 = unknown
 };
 
-// The name of the guest's virtio-serial port that carries the job's first
-// SSH login (seed_first_login_script, lib/guest/seed.hpp).
-inline constexpr const char* kLoginPortName = "org.slurm-vm.login";
+// The names of the guest's virtio-serial ports of the job's first command,
+// run by the guest's agent (seed_agent_script, lib/guest/seed.hpp): its
+// command and status, its stdout, its stderr.
+inline constexpr size_t kAgentPorts = 3;
+inline constexpr const char* kAgentPortNames[kAgentPorts] = {"org.slurm-vm.agent", "org.slurm-vm.agent-out",
+                                                             "org.slurm-vm.agent-err"};
 
 struct DomainSpec {
     std::string name;
@@ -38,15 +42,15 @@ struct DomainSpec {
     // When set, QEMU gets the base as the descriptor associated under this
     // name (virDomainFDAssociate) and never opens `base` by path.
     std::string base_fdgroup;
-    std::string seed;                     // NoCloud seed ISO (vdb, read-only)
-    std::string kernel, initrd, cmdline;  // direct kernel boot when kernel is set
-    std::string bridge, mac;              // NIC on this bridge when set
-    int mtu = 0;                          // the NIC's MTU (0: the default)
-    std::string tap;                      // host tap name (unique on the host; libvirt's
-                                          // own vnetN choice races between embedded drivers)
-    std::string console_log;              // serial console written to this file
-    std::string login_channel;            // Unix socket (server) of the port kLoginPortName
-    std::vector<ShareSpec> shares;        // 9p (as QEMU's user) or virtio-fs shares
+    std::string seed;                         // NoCloud seed ISO (vdb, read-only)
+    std::string kernel, initrd, cmdline;      // direct kernel boot when kernel is set
+    std::string bridge, mac;                  // NIC on this bridge when set
+    int mtu = 0;                              // the NIC's MTU (0: the default)
+    std::string tap;                          // host tap name (unique on the host; libvirt's
+                                              // own vnetN choice races between embedded drivers)
+    std::string console_log;                  // serial console written to this file
+    std::vector<std::string> agent_channels;  // Unix sockets (servers) of the ports kAgentPortNames, in order
+    std::vector<ShareSpec> shares;            // 9p (as QEMU's user) or virtio-fs shares
     // Passed-through functions. With any, the guest is a q35 machine and the
     // functions of one host NUMA node (its GPUs and the VF) sit behind one
     // guest PCIe switch: pcie-root-port -> pcie-switch-upstream-port -> one

@@ -28,8 +28,8 @@ struct GuestCommand {
     // others of a multi-node job may still be booting.
     std::vector<std::string> wait_for_peers;
     int peer_wait_s = 300;
-    // The job's first login, started while the guest still sets itself up
-    // (GuestState login): the command first waits for the flag "ready" in
+    // The job's first command, given to the guest's agent while the guest
+    // still sets itself up: the command first waits for the flag "ready" in
     // this directory of the guest (kGuestFlagDir, lib/guest/seed.hpp; woken
     // through its FIFO "go"), and ends with status 255 at the flag "failed".
     // "" = no wait.
@@ -40,11 +40,13 @@ struct GuestCommand {
 // the plan's peers and Slurm's SLURM_TASKS_PER_NODE ("2(x3),1").
 std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string& tasks_per_node);
 
-// The shell command the guest's login shell runs.
+// The shell command the user's shell runs in the guest (started by sshd or
+// by the guest's agent).
 std::string remote_shell_command(const GuestCommand& c);
 // The command that sends signal `sig` (a name: "TERM", "USR1", ...) to the
-// task's process group noted in pid_file. The task was exec'd by the login
-// shell, which sshd made a session (and group) leader: the group is the
+// task's process group noted in pid_file. The task was exec'd by the user's
+// shell, which sshd (or the agent, with setsid) made a session (and group)
+// leader: the group is the
 // task with everything it started.
 std::string remote_signal_command(const std::string& pid_file, const std::string& sig);
 // Which variables of the task travel into the guest.

@@ -86,8 +86,13 @@ struct JobPlan {
     std::string user_key() const { return dir + "/id_ed25519"; }
     std::string known_hosts() const { return dir + "/known_hosts"; }
     std::string ssh_socket() const { return dir + "/ssh.sock"; }
-    // The guest's serial channel of its first login (root's end, the keeper's).
-    std::string login_channel() const { return dir + "/login.sock"; }
+    // The guest's serial channels of the job's first command (root's ends,
+    // the keeper's: kAgentPortNames of lib/guest/domain_xml.hpp, in order),
+    // and the socket where that command takes them from the keeper.
+    std::string agent_channel(size_t i) const {
+        return dir + (i == 0 ? "/agent.sock" : i == 1 ? "/agent-out.sock" : "/agent-err.sock");
+    }
+    std::string agent_socket() const { return dir + "/agent-take.sock"; }
     std::string state_file() const { return dir + "/state"; }
     std::string embed_root() const { return dir + "/libvirt"; }
     std::string keeper_pid_file() const { return dir + "/keeper.pid"; }
@@ -106,7 +111,7 @@ JobPlan load_plan(const std::string& path);
 // The guest's state as the prolog and the keeper report it to the task
 // wrapper, the epilog and `slurm-vm status`, in the job directory's "state"
 // file: "prepared", "booting", "login" (still setting itself up, but its
-// first login may start: see seed_first_login_script), "ready", "failed:
+// agent takes the job's first command: see seed_agent_script), "ready", "failed:
 // <reason>" (refused, or never ready) or "stopped: <reason>" (was up, then
 // ended; kJobEnded is the normal end).
 struct GuestState {

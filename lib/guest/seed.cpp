@@ -19,8 +19,8 @@ std::string ready_marker(const JobPlan& p) {
     return "SLURM_VM_READY job=" + std::to_string(p.job_id) + " node=" + p.node;
 }
 
-std::string login_marker(const JobPlan& p) {
-    return "SLURM_VM_LOGIN job=" + std::to_string(p.job_id) + " node=" + p.node;
+std::string agent_marker(const JobPlan& p) {
+    return "SLURM_VM_AGENT job=" + std::to_string(p.job_id) + " node=" + p.node;
 }
 
 std::string seed_meta_data(const JobPlan& p) {
@@ -184,19 +184,56 @@ std::string seed_no_motd_script(const std::string& pam_file) {
            "pam_motd\\.so/# slurm-vm, no MOTD in job sessions: &/' " + f + "; fi\n";
 }
 
-std::string seed_first_login_script(const JobPlan& p) {
+std::string agent_script() {
+    // $1 its command port, $2 stdout's, $3 stderr's, $4 the job's user, $5
+    // its directory (root's). The header: magic, nonce, lengths of the
+    // command and of its stdin, pid file.
+    return R"AGENT(exec 3<>"$1" 4<>"$2" 5<>"$3" || exit 1
+IFS=' ' read -r m n cl il pf <&3 || exit 0
+[ "$m" = SVM-AGENT-1 ] || exit 0
+case "$n" in ''|*[!0-9a-f]*) exit 0;; esac
+case "$cl:$il" in *[!0-9:]*|:*|*:) exit 0;; esac
+case "$pf" in /*) case "$pf" in *[!A-Za-z0-9._/-]*) exit 0;; esac;; *) exit 0;; esac
+c=$(head -c "$cl" <&3; echo .); c=${c%.}
+i="$5/stdin"
+(umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1
+s=$(getent passwd "$4" | cut -d: -f7); [ -x "$s" ] || s=/bin/sh
+cd / && umask 022
+ru=$(command -v runuser) ss=$(command -v setsid)
+env -i PATH=/usr/local/bin:/usr/bin:/bin SHELL="$s" "$ru" -u "$4" -- "$ss" "$s" -c "$c" <"$i" >&4 2>&5 3>&- &
+t=$!
+(while IFS=' ' read -r w a <&3; do
+  [ "$w" = signal ] || continue
+  case "$a" in ''|*[!A-Z0-9]*) continue;; esac
+  p=$(cat "$pf" 2>/dev/null)
+  case "$p" in ''|*[!0-9]*|1) kill -s "$a" "$t";; *) kill -s "$a" -- "-$p" || kill -s "$a" "$p";; esac
+done) 2>/dev/null 4>&- 5>&- &
+r=$!
+wait "$t"; rc=$?
+kill "$r" 2>/dev/null; wait "$r"
+rm -f "$i"
+printf %s "$n" >&4; printf %s "$n" >&5
+echo "exit $rc" >&3
+while IFS=' ' read -r w a <&3; do [ "$w" = sync ] && { sync; echo "synced $?" >&3; }; done
+)AGENT";
+}
+
+std::string seed_agent_script(const JobPlan& p) {
     std::string s;
-    s += "# The job's first login: one sshd session on the serial port " + std::string(kLoginPortName) +
-         " (see seed.hpp).\n";
+    s += "# The job's first command, without SSH: the guest's agent on the serial ports " +
+         std::string(kAgentPortNames[0]) + "* (see seed.hpp).\n";
     s += "modprobe virtio_console 2>/dev/null\n";
-    s += "port=\"\"\n";
-    s +=
-        "for v in /sys/class/virtio-ports/*; do [ \"$(cat \"$v/name\" 2>/dev/null)\" = " + std::string(kLoginPortName) +
-        " ] && port=/dev/${v##*/}; done\n";
-    s += "if [ -c \"$port\" ] && [ -x /usr/sbin/sshd ]; then\n";
-    s += "  rm -f /run/nologin\n";
-    s += "  setsid /usr/sbin/sshd -i <>\"$port\" >&0 2>/dev/null &\n";
-    s += "  log " + shell_quote(login_marker(p)) + "\n";
+    s += "a= ao= ae=\n";
+    s += "for v in /sys/class/virtio-ports/*; do read -r nm <\"$v/name\" 2>/dev/null || continue; case \"$nm\" in";
+    const char* vars[kAgentPorts] = {"a", "ao", "ae"};
+    for (size_t i = 0; i < kAgentPorts; ++i)
+        s += " " + std::string(kAgentPortNames[i]) + ") " + vars[i] + "=/dev/${v##*/};;";
+    s += " esac; done\n";
+    s += "if [ -c \"$a\" ] && [ -c \"$ao\" ] && [ -c \"$ae\" ] && command -v runuser >/dev/null && "
+         "command -v setsid >/dev/null; then\n";
+    s += "  setsid /bin/sh -c " + shell_quote(agent_script()) + " svm-agent \"$a\" \"$ao\" \"$ae\" " +
+         shell_quote(p.user) + " " + kGuestFlagDir + " </dev/null >/dev/null 2>&1 &\n";
+    s += "  log " + shell_quote(agent_marker(p)) + "\n";
     s += "fi\n";
     return s;
 }
@@ -220,7 +257,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // would not load its driver, and sshd waits until the kernel is seeded.
     s += "modprobe virtio_rng 2>/dev/null\n";
     s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go\n";
-    // Opened read-write: never blocks; the first login holds it open too.
+    // Opened read-write: never blocks; the first command holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
     s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
     s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
@@ -259,6 +296,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
          q(p.group) + " || fail groupadd\n";
     s += "getent passwd " + q(p.user) + " >/dev/null || useradd -M -d " + q(p.home) + " -u " + std::to_string(p.uid) +
          " -g " + std::to_string(p.gid) + " -s /bin/bash " + q(p.user) + " || fail useradd\n";
+    s += seed_agent_script(p);  // needs only the user
     // Keys live outside the user's home (which may be the user's real home, shared).
     s += "install -d -m 0755 /etc/ssh/slurm-vm /etc/ssh/sshd_config.d /etc/ssh/ssh_config.d\n";
     s += "umask 077\n";
@@ -283,7 +321,6 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
          "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
     s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";  // sshd's privilege separation
-    s += seed_first_login_script(p);
     s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"
          "Host *\n"
          "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
@@ -309,9 +346,9 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_shares_script(p);
     s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
          std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
-    // The job's first login needs no daemon: its command may start while
-    // the daemon does. The marker (the keeper's readiness, then TCP 22)
-    // comes after it.
+    // The job's first command needs no daemon: it may start while the
+    // daemon does. The marker (the keeper's readiness, then TCP 22) comes
+    // after it.
     s += ": >" + flags + "/ready; svm_wake\n";
     s += seed_sshd_start_script();
     s += "log " + q(ready_marker(p)) + "\n";

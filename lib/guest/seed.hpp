@@ -48,34 +48,52 @@ std::string seed_no_motd_script(const std::string& pam_file = "/etc/pam.d/sshd")
 // the keeper's readiness waits for port 22. One already running, with the
 // image's own host keys, is restarted, which returns once the new sshd
 // listens, so logins meet the job's host key. Without systemd (a NoCloud
-// runner): the daemon (its pid file: other sshd processes, e.g. the job's
-// first login's, are left alone) is reloaded, or started.
+// runner): the daemon (its pid file: other sshd processes, e.g. the users'
+// sessions, are left alone) is reloaded, or started.
 std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/systemd/system");
 
-// The guest's flags for the job's first login (seed_first_login_script), in
+// The guest's flags for the job's first command (seed_agent_script), in
 // this directory: the user-data makes "ready" when the guest is set up
 // (network, shares, working directory; before sshd's daemon starts, which
-// the first login does not need), "failed" when it failed, and then writes
+// the first command does not need), "failed" when it failed, and then writes
 // a line to the FIFO "go" (opened read-write: it never blocks). The
 // directory is made anew at every boot.
 inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 
-// The user-data's start of the job's first login: an sshd for one session
-// (`sshd -i`) on the guest's virtio-serial port kLoginPortName, started as
-// soon as the job's user, keys and sshd settings exist, and announced on the
-// console (login_marker). Its key exchange and login (about half a second
-// of an emulated vCPU, a few milliseconds under KVM) then run while the
-// rest of the guest's set-up and of a stock image's boot do (on one busy
-// vCPU they still add to it, but wait for nothing): the command the session
-// runs waits for the flag "ready" (GuestCommand::wait_for_flags_in). A guest without the
-// port, its driver (virtio_console) or /usr/sbin/sshd says nothing, and its
-// first login waits for port 22 like every other. The job's user may log in
-// before systemd's boot-time lock on logins (/run/nologin, which pam_nologin
-// honours) is lifted: that lock is removed. Needs sshd's privilege separation
-// directory /run/sshd, which the user-data makes just before.
-std::string seed_first_login_script(const JobPlan& p);
-// The console line that says the first login's sshd is waiting.
-std::string login_marker(const JobPlan& p);
+// The guest's agent: runs the job's first command (the batch script) as the
+// job's user without an SSH session, over the guest's virtio-serial ports
+// kAgentPortNames (lib/guest/domain_xml.hpp). Under emulation an SSH login
+// costs about half a second of the guest's one busy vCPU (key exchange,
+// sshd's privilege separation, the session); the agent costs a PAM session
+// of runuser. A POSIX sh script, run as root with $1..$3 the three ports'
+// devices, $4 the job's user and $5 a directory of root's for the command's
+// stdin (kGuestFlagDir). Its protocol, on the first port:
+//   host -> guest: "SVM-AGENT-1 <nonce> <command bytes> <stdin bytes> <pid file>\n",
+//     the command (a shell command, GuestCommand's remote_shell_command),
+//     its stdin (the batch script); then "signal <NAME>\n" lines;
+//   the command runs as the user, through PAM (runuser: pam_limits, so
+//     memlock as for an SSH session), in a session of its own (setsid), its
+//     user's login shell given "-c", environment: PATH, HOME, SHELL, USER,
+//     LOGNAME and what the command exports; stdout on the second port,
+//     stderr on the third;
+//   a signal goes to the process group noted in the pid file (as
+//     remote_signal_command does), or, before the command noted it, to
+//     runuser;
+//   guest -> host once the command ended: the nonce on the second and the
+//     third port (what follows it is not the task's), then "exit <status>\n";
+//   then "sync\n" -> "synced <status>\n" (--vm-save), until the host closes
+//     the port.
+std::string agent_script();
+// The user-data's start of the agent (in a session of its own, in the
+// background) as soon as the job's user exists, announced on the console
+// (agent_marker). The command it is given waits for the flag "ready"
+// (GuestCommand::wait_for_flags_in), so the host may send it at once. A guest
+// without the ports, their driver (virtio_console), runuser or setsid says
+// nothing, and its first command goes over SSH once it is ready, like
+// every other.
+std::string seed_agent_script(const JobPlan& p);
+// The console line that says the agent waits for the job's first command.
+std::string agent_marker(const JobPlan& p);
 
 // Writes the three files into a temporary directory and builds the ISO at
 // `out` with genisoimage.

@@ -24,13 +24,20 @@ namespace svm {
 std::string guest_srun_shim() {
     return R"SHIM(#!/bin/bash
 # srun in a slurm-vm guest: the command line goes to the batch step on the
-# host (through the port SLURM_VM_SRUN_PORT that its SSH session forwards),
+# host (through the port SLURM_VM_SRUN_PORT that an SSH session forwards),
 # which runs the real srun; every task runs in the guest of its node.
 port="${SLURM_VM_SRUN_PORT:-}"
-if [ -z "$port" ] || ! { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
-    echo "srun: slurm-vm: no relay to the host here: srun works from the batch script of a VM job" >&2
-    exit 1
-fi
+# The batch step forwards the port once the guest is ready: it may come a
+# moment after the script started (bounded wait).
+i=0
+until [ -n "$port" ] && { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; do
+    i=$((i + 1))
+    if [ -z "$port" ] || [ $i -gt 600 ]; then
+        echo "srun: slurm-vm: no relay to the host here: srun works from the batch script of a VM job" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
 { printf 'SRUN %d\n' $(( $# + 1 )); printf '%s\0' "$PWD" "$@"; } >&3
 read -r ok token <&3
 if [ "$ok" != OK ]; then

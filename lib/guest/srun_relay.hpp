@@ -1,8 +1,10 @@
 // srun inside the guest of a batch job. The batch script runs in the guest,
 // which has no Slurm client; its `srun` is a small bash script (guest_srun_shim)
 // that hands the command line to the batch step on the host over a port that
-// the batch's SSH session forwards from the guest's loopback (ssh -R) to a
-// private Unix socket of slurm-vm-exec. There SrunRelay runs the real srun as
+// an SSH session of the batch step forwards from the guest's loopback (ssh -R)
+// to a private Unix socket of slurm-vm-exec (the batch's own session, or,
+// when the script runs through the guest's agent, an `ssh -N` started once
+// the guest is ready: the shim waits up to a minute for the port). There SrunRelay runs the real srun as
 // the user, in the batch step, so that its tasks land, through the plugin, in
 // the guests of their nodes like any step's.
 //

@@ -15,6 +15,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_agent.hpp"
 #include "guest_console.hpp"
 #include "log.hpp"
 #include "proc.hpp"
@@ -165,15 +166,100 @@ void sync_for_save(const JobPlan& p, const TaskInvocation& t) {
 constexpr size_t kConsoleTailLines = 20;
 
 // The guest's state once the keeper has seen what the lost session saw: a
-// guest that failed while the first login waited in it is reported so a
-// moment later (bounded).
-GuestState settled_guest_state(const JobPlan& p) {
+// guest that failed while the first command waited in it (login), or, when
+// the guest's channels closed (`gone`: its QEMU is gone), whatever its phase,
+// is reported so a moment later (bounded).
+GuestState settled_guest_state(const JobPlan& p, bool gone = false) {
     GuestState s = read_guest_state(p);
-    for (int i = 0; i < 250 && s.phase == GuestState::Phase::login; ++i) {
+    for (int i = 0; i < 250 && (s.phase == GuestState::Phase::login || (gone && !s.ended())); ++i) {
         ::usleep(20000);
         s = read_guest_state(p);
     }
     return s;
+}
+
+// ssh's options that forward the guest's loopback port `port` to the batch
+// step's srun relay (lib/guest/srun_relay.hpp).
+std::vector<std::string> srun_forward_options(int port, const std::string& relay_socket) {
+    return {"-o", "ExitOnForwardFailure=no", "-R", "127.0.0.1:" + std::to_string(port) + ":" + relay_socket};
+}
+
+// The batch script's srun relay when the script runs through the guest's
+// agent: an SSH session with no command (ssh -N) forwards the port, started
+// once the guest is ready (the guest's srun waits for the port meanwhile).
+class SrunForward {
+public:
+    ~SrunForward() { stop(); }
+    void start_when_ready(const JobPlan& p, const std::string& self, int port, const SrunRelay* relay) {
+        if (pid_ != 0 || !relay || read_guest_state(p).phase != GuestState::Phase::ready) return;
+        std::vector<std::string> args = ssh_argv(p, self, false);
+        std::vector<std::string> fwd = srun_forward_options(port, relay->socket_path());
+        fwd.insert(fwd.begin(), "-N");
+        args.insert(args.end() - 1, fwd.begin(), fwd.end());
+        SpawnOptions o;
+        o.stdin_fd = o.stdout_fd = SpawnOptions::kNull;
+        o.ignored_signals = forwarded_signals();
+        o.exec_failure_status = 255;
+        try {
+            pid_ = spawn(args, o);
+        } catch (const Error& e) {
+            pid_ = -1;
+            log::warn("srun will not work inside the guest: " + e.reason());
+        }
+    }
+    void stop() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);  // it ignores the job's signals, TERM among them
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = 0;
+    }
+
+private:
+    pid_t pid_ = 0;
+};
+
+// The task ended with 255: its way into the guest was lost (`gone`: for
+// sure), or the guest failed while the task waited in it. Says which.
+void report_lost(const JobPlan& p, const std::string& way, bool gone = false) {
+    GuestState now = settled_guest_state(p, gone);
+    if (now.phase != GuestState::Phase::ready) {
+        log::error(now.ended() ? now.reason : "the guest is gone");
+        show_console_to_user(p);
+    } else {
+        log::error("lost " + way + " on " + p.node);
+    }
+}
+
+// The batch script through the guest's agent (lib/guest/guest_agent.hpp): it
+// waits in the guest until the guest is set up, as the user.
+int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, GuestAgent& agent,
+                 const std::string& script, const SrunRelay* relay) {
+    c.wait_for_flags_in = kGuestFlagDir;
+    agent.start(remote_shell_command(c), script, c.pid_file);
+    forward_signals_to_pipe();
+    SrunForward fwd;
+    std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO,
+                                       [&] { fwd.start_when_ready(p, t.self, c.srun_port, relay); });
+    fwd.stop();
+    if (st && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) {
+        std::optional<int> synced = agent.sync(120000);
+        if (synced == 0) log::info("the guest's disk is synced; the job's epilog saves it to " + p.save_path);
+        else log::warn("sync in the guest failed before --vm-save");
+    }
+    if (!st) {
+        report_lost(p, "the guest agent's channel", true);
+        return 255;
+    }
+    // 255 is also the command's own status when the guest failed its set-up
+    // while the command waited in it (the flag "failed").
+    if (*st == 255) {
+        GuestState now = settled_guest_state(p);
+        if (now.ended()) {
+            log::error(now.reason);
+            show_console_to_user(p);
+        }
+    }
+    return *st;
 }
 
 }  // namespace
@@ -242,7 +328,6 @@ GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std:
 int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     // This process is unique on the host, the guest is this host's only.
     GuestCommand c = guest_command(p, t, "/tmp/.slurm-vm-task." + std::to_string(::getpid()));
-    if (read_guest_state(p).phase != GuestState::Phase::ready) c.wait_for_flags_in = kGuestFlagDir;
     std::string script = t.batch ? read_file(t.argv[0]) : "";
     // The batch script's srun goes through us (lib/guest/srun_relay.hpp).
     std::unique_ptr<SrunRelay> srun_relay;
@@ -255,13 +340,25 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
             log::warn("srun will not work inside the guest: " + e.reason());
         }
     }
+    // The batch script goes to the guest's agent, which waits for it from
+    // early in the guest's boot; without one, over SSH once the guest is ready.
+    if (t.batch) {
+        if (std::optional<GuestAgent> agent = GuestAgent::take(p.agent_socket()))
+            return run_by_agent(p, t, c, *agent, script, srun_relay.get());
+        if (std::string why = wait_for_guest(p); !why.empty()) {
+            log::error(why);
+            show_console_to_user(p);
+            return 1;
+        }
+    }
     // srun --pty: the task's stdin is a terminal; so is the command's in
     // the guest (`srun --jobid=ID --overlap --pty bash` is a shell there).
     bool tty = !t.batch && ::isatty(STDIN_FILENO) == 1;
     std::vector<std::string> args = ssh_argv(p, t.self, tty);
-    if (srun_relay)
-        args.insert(args.end() - 1, {"-o", "ExitOnForwardFailure=no", "-R",
-                                     "127.0.0.1:" + std::to_string(c.srun_port) + ":" + srun_relay->socket_path()});
+    if (srun_relay) {
+        std::vector<std::string> fwd = srun_forward_options(c.srun_port, srun_relay->socket_path());
+        args.insert(args.end() - 1, fwd.begin(), fwd.end());
+    }
     args.push_back("--");
     args.push_back(remote_shell_command(c));
     int script_fd = start_ssh(args, t.batch, p.job_id);
@@ -269,14 +366,7 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     if (script_fd >= 0) write_all_and_close(script_fd, script);
     int rc = wait_relaying_signals(p, t.self, c.pid_file);
     if (t.batch && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) sync_for_save(p, t);
-    if (rc != 255) return rc;
-    GuestState now = settled_guest_state(p);
-    if (now.phase != GuestState::Phase::ready) {
-        log::error(now.ended() ? now.reason : "the guest is gone");
-        show_console_to_user(p);
-    } else {
-        log::error("lost the SSH connection to the guest on " + p.node);
-    }
+    if (rc == 255) report_lost(p, "the SSH connection to the guest");
     return rc;
 }
 

@@ -1,7 +1,9 @@
 // What slurm-vm-exec does for a task of a VM job (libexec/vm_exec.cpp is its
-// main): wait for the node's guest, then run the task's command there over
-// SSH as the job's user, in the same directory, with the job's SLURM_*
-// environment, carrying Slurm's signals in, and exit with its status.
+// main): wait for the node's guest, then run the task's command there as the
+// job's user, in the same directory, with the job's SLURM_* environment,
+// carrying Slurm's signals in, and exit with its status. The batch script
+// goes to the guest's agent (lib/guest/guest_agent.hpp), every other task
+// (and the batch script of a guest without the agent) over SSH.
 #pragma once
 #include <optional>
 #include <string>
@@ -30,18 +32,18 @@ std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& ar
                                               const std::string& cwd);
 
 // Waits for this node's guest to be ready, or with `first_login` only until
-// it takes the job's first login (GuestState login: the batch step's command
-// then waits in the guest, GuestCommand::wait_for_set_up). Returns "" then,
-// else the reason the task fails with (the guest failed or stopped, or never
-// started).
+// its agent takes the job's first command (GuestState login: the batch
+// script then waits in the guest, GuestCommand::wait_for_flags_in). Returns
+// "" then, else the reason the task fails with (the guest failed or stopped,
+// or never started).
 std::string wait_for_guest(const JobPlan& p, bool first_login = false);
 
 // The command the guest runs for the task, with `pid_file` noting its
 // process group there.
 GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std::string& pid_file);
 
-// Runs the task in the guest and returns its exit status (255: the SSH
-// session was lost, and why is said).
+// Runs the task in the guest and returns its exit status (255: the way into
+// the guest was lost, and why is said).
 int run_task_in_guest(const JobPlan& p, const TaskInvocation& t);
 
 // Shows the end of the guest's console (the keeper's filtered copy) and

@@ -108,51 +108,16 @@ int open_and_send(const std::string& path, const std::string& who, int sock, int
         return refuse(path + " was replaced while it was being opened; try again once nothing renames it");
     std::string real = fd_real_path(fd.get());
 
-    struct iovec iov = {const_cast<char*>(real.data()), real.size()};
-    char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg = {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
-    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    int f = fd.get();
-    std::memcpy(CMSG_DATA(cm), &f, sizeof f);
-    while (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) {
-        if (errno != EINTR) SVM_THROW_ERRNO("send image fd");
-    }
+    send_with_fds(sock, real, {fd.get()}, "send image fd");
     return 0;
 }
 
 // Receives the fd and real path the child sent.
 UniqueFd receive_fd(int sock, std::string& real) {
-    char buf[PATH_MAX + 64];
-    struct iovec iov = {buf, sizeof buf};
-    char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg = {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
-    ssize_t n;
-    do {
-        n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) SVM_THROW_ERRNO("receive image fd");
-    UniqueFd fd;
-    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-            int f;
-            std::memcpy(&f, CMSG_DATA(cm), sizeof f);
-            fd = UniqueFd(f);
-        }
-    }
-    if (!fd || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) SVM_THROW("receive image fd: malformed message");
-    real.assign(buf, static_cast<size_t>(n));
-    return fd;
+    std::vector<UniqueFd> fds;
+    real = receive_with_fds(sock, fds, PATH_MAX + 64, 1, "receive image fd", true);
+    if (fds.size() != 1) SVM_THROW("receive image fd: malformed message");
+    return std::move(fds[0]);
 }
 
 std::string first_line(const std::string& s) {

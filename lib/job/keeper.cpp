@@ -18,7 +18,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <algorithm>
 
@@ -45,11 +47,9 @@ std::atomic<bool> g_stop{false};
 constexpr size_t kUserConsoleBytes = 1u << 20;
 void on_term(int) { g_stop = true; }
 
-// Copies between `a` (a client of the job's socket) and `b` (the guest) until
-// both have closed; with `end_with_client`, until `a` has (the guest's serial
-// channel never closes its end). `b_closed`, when set, is called once `b`
-// has closed, before `a` learns it.
-void relay(int a, int b, bool end_with_client = false, const std::function<void()>& b_closed = {}) {
+// Copies between `a` (a client of the job's socket) and `b` (the guest's
+// sshd) until both have closed.
+void relay(int a, int b) {
     char buf[65536];
     bool a_open = true, b_open = true;
     while (a_open || b_open) {
@@ -66,8 +66,6 @@ void relay(int a, int b, bool end_with_client = false, const std::function<void(
             ssize_t n = ::read(from, buf, sizeof buf);
             if (n <= 0) {
                 open = false;
-                if (end_with_client && i == 0) a_open = b_open = false;
-                if (i == 1 && b_closed) b_closed();
                 ::shutdown(to, SHUT_WR);
                 continue;
             }
@@ -86,8 +84,8 @@ void relay(int a, int b, bool end_with_client = false, const std::function<void(
 }
 
 // A TCP connection to the guest's sshd, retried while the guest's network
-// or sshd come up (bounded).
-int connect_guest(const std::string& ip, int timeout_ms) {
+// or sshd come up (bounded; given up once `go_on`, when given, says so).
+int connect_guest(const std::string& ip, int timeout_ms, const std::function<bool()>& go_on = {}) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {
         int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -98,41 +96,59 @@ int connect_guest(const std::string& ip, int timeout_ms) {
         ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
         if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
         ::close(s);
-        if (now_ms() > deadline) return -1;
+        if (now_ms() > deadline || (go_on && !go_on())) return -1;
         ::usleep(50000);
     }
 }
 
-// The guest's serial channel of the job's first login (seed_first_login_script):
-// connected when the guest starts (the guest's sshd can then send its banner),
-// offered once the guest says its sshd waits there, taken by one client.
-// QEMU closes the channel when the guest dies: the client (slurm-vm-exec)
-// learns it only once the guest's state says why (settled), as it does from a
-// TCP session, which outlives a dead guest.
-struct LoginChannel {
-    std::atomic<int> fd{-1};
+// The guest agent's serial channels (seed_agent_script, lib/guest/seed.hpp):
+// connected as soon as the guest runs (its agent then finds the host there),
+// offered once the guest says its agent waits, and handed (SCM_RIGHTS) to
+// one client of the job's agent socket: the job's first command
+// (slurm-vm-exec of the batch step), which then talks to the agent itself.
+struct AgentChannels {
+    std::mutex mu;
+    std::vector<UniqueFd> fds;  // kAgentPorts of them, or none
     std::atomic<bool> offered{false};
-    std::atomic<bool> settled{false};  // the guest's end is in its state
-    int take() { return offered ? fd.exchange(-1) : -1; }
-    void wait_settled(int max_ms) const {
-        for (int i = 0; i < max_ms / 20 && !settled; ++i) ::usleep(20000);
+    bool connected() {
+        std::lock_guard<std::mutex> l(mu);
+        return fds.size() == kAgentPorts;
+    }
+    std::vector<UniqueFd> take() {
+        std::lock_guard<std::mutex> l(mu);
+        return offered ? std::move(fds) : std::vector<UniqueFd>();
     }
 };
 
+// Accepts on the job's agent socket: the first client after the offer gets
+// the channels ("1" with the descriptors), every other client "0".
+void hand_agent_channels(int listen_fd, std::shared_ptr<AgentChannels> agent) {
+    for (;;) {
+        UniqueFd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (!c) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        std::vector<UniqueFd> fds = agent->take();
+        std::vector<int> raw;
+        for (const auto& f : fds) raw.push_back(f.get());
+        try {
+            send_with_fds(c.get(), raw.empty() ? "0" : "1", raw, "hand the guest agent's channels");
+            if (!raw.empty()) log::info("the job's first command takes the guest agent's serial channels");
+        } catch (const Error& e) {
+            log::warn(e.chain());
+        }
+    }
+}
+
 // Accepts on the job's Unix socket and connects each client to the guest's
-// sshd: the first one over the login channel when it is offered, the others
-// (and all when it is not) over TCP.
-void ssh_proxy(int listen_fd, std::string ip, std::shared_ptr<LoginChannel> login) {
+// sshd over TCP.
+void ssh_proxy(int listen_fd, std::string ip) {
     for (;;) {
         int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) {
             if (errno == EINTR) continue;
             return;
-        }
-        if (int ch = login->take(); ch >= 0) {
-            log::debug("the job's first login goes over the guest's serial channel");
-            std::thread([c, ch, login] { relay(c, ch, true, [&login] { login->wait_settled(5000); }); }).detach();
-            continue;
         }
         std::thread([c, ip] {
             int s = connect_guest(ip, 30000);
@@ -304,7 +320,7 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
     d.mtu = p.mtu;
     d.mac = p.mac;
     d.console_log = p.console_log();
-    d.login_channel = p.login_channel();
+    for (size_t i = 0; i < kAgentPorts; ++i) d.agent_channels.push_back(p.agent_channel(i));
     return d;
 }
 
@@ -387,13 +403,14 @@ private:
     void report_failure(const GuestState& state, const std::string& why);
     int fail(const std::string& why);
     std::string gone_why(const std::string& otherwise);
+    std::string guest_gone_while_booting();
     Failure confine();
     Failure describe_guest();
     Failure enter_job_netns();
     Failure start_share_servers();
     Failure start_guest();
     void refresh_capabilities(const std::string& cpu_cache, const std::string& caps_before, int cpu);
-    Failure start_ssh_proxy();
+    Failure start_guest_access();
     Failure wait_until_ready(bool& ready);
     void note_ready();
     int live();
@@ -425,7 +442,7 @@ private:
     ShareServers share_servers_;  // declared before the guest: the servers outlive it
     ConnectPtr conn_;
     DomainPtr dom_;
-    std::shared_ptr<LoginChannel> login_ = std::make_shared<LoginChannel>();
+    std::shared_ptr<AgentChannels> agent_ = std::make_shared<AgentChannels>();
 };
 
 // Signals sent to the job's steps are for the tasks (slurm-vm-exec carries
@@ -449,7 +466,6 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
         log::warn("no copy of the console for the user: " + e.chain());
     }
     write_guest_state(p_, state);
-    login_->settled = true;
     log::error(why);
     try {
         std::string kept = log::keep_console(p_.console_log(), cfg_.log_dir, p_.node, p_.job_id);
@@ -468,6 +484,14 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
             o_.on_failure(p_, why);
         }).join();
     }
+}
+
+// The guest died before it was ready: once its agent took the job's first
+// command, the job's script may have run in it for a while already.
+std::string Keeper::guest_gone_while_booting() {
+    if (agent_->offered) return gone_why("the guest on " + p_.node + " shut down or crashed");
+    return gone_why("the guest on " + p_.node + " stopped while booting (see its console log " + p_.console_log() +
+                    ")");
 }
 
 int Keeper::fail(const std::string& why) {
@@ -623,18 +647,24 @@ void Keeper::refresh_capabilities(const std::string& cpu_cache, const std::strin
     }
 }
 
-Keeper::Failure Keeper::start_ssh_proxy() {
-    if (p_.ip.empty()) return std::nullopt;
-    int lfd = -1;
+// The job's ways into its guest: the agent's channels for its first command,
+// and the SSH socket (TCP to the guest's sshd) for every other.
+Keeper::Failure Keeper::start_guest_access() {
+    int afd = -1, lfd = -1;
     try {
-        lfd = listen_unix(p_.ssh_socket(), p_.uid);
+        afd = listen_unix(p_.agent_socket(), p_.uid);
+        if (!p_.ip.empty()) lfd = listen_unix(p_.ssh_socket(), p_.uid);
     } catch (const Error& e) {
         destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
-        return "cannot create the SSH socket on " + p_.node + ": " + e.chain();
+        return "cannot create the job's sockets on " + p_.node + ": " + e.chain();
     }
-    // QEMU listens there once the guest runs (no channel: every login over TCP).
-    login_->fd = connect_unix(p_.login_channel());
-    std::thread(ssh_proxy, lfd, p_.ip, login_).detach();
+    // QEMU listens there once the guest runs (none: no agent, SSH only).
+    std::vector<UniqueFd> fds;
+    for (size_t i = 0; i < kAgentPorts; ++i)
+        if (int fd = connect_unix(p_.agent_channel(i)); fd >= 0) fds.emplace_back(fd);
+    if (fds.size() == kAgentPorts) agent_->fds = std::move(fds);
+    std::thread(hand_agent_channels, afd, agent_).detach();
+    if (lfd >= 0) std::thread(ssh_proxy, lfd, p_.ip).detach();
     return std::nullopt;
 }
 
@@ -642,7 +672,7 @@ Keeper::Failure Keeper::start_ssh_proxy() {
 // its sshd to accept TCP connections (no SSH handshake: that costs seconds
 // of emulated crypto). `ready` stays false when the job ended first.
 Keeper::Failure Keeper::wait_until_ready(bool& ready) {
-    std::string marker = ready_marker(p_), login = login_marker(p_);
+    std::string marker = ready_marker(p_), agent = agent_marker(p_);
     long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
     int64_t seen = 0;
     std::string tail;
@@ -660,10 +690,10 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
             ready = true;
             break;
         }
-        if (!login_->offered && login_->fd >= 0 && tail.find(login) != std::string::npos) {
-            login_->offered = true;
+        if (!agent_->offered && tail.find(agent) != std::string::npos && agent_->connected()) {
+            agent_->offered = true;
             write_guest_state(p_, {GuestState::Phase::login, ""});
-            log::info("the guest takes the job's first login in " + std::to_string(now_ms() - t0_) + " ms");
+            log::info("the guest's agent takes the job's first command in " + std::to_string(now_ms() - t0_) + " ms");
         }
         auto f = tail.find("SLURM_VM_FAILED");
         auto eol = f == std::string::npos ? f : tail.find('\n', f);
@@ -679,9 +709,7 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
         } catch (const Error& e) {
             log::warn("the console log was not capped: " + e.chain());
         }
-        if (virDomainIsActive(dom_.get()) != 1)
-            return gone_why("the guest on " + p_.node + " stopped while booting (see its console log " +
-                            p_.console_log() + ")");
+        if (virDomainIsActive(dom_.get()) != 1) return guest_gone_while_booting();
         if (now_ms() > deadline) {
             destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
             return "the guest on " + p_.node + " did not become ready within " + std::to_string(p_.boot_timeout_s) +
@@ -692,7 +720,10 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
     if (!ready || p_.ip.empty()) return std::nullopt;
     // A stock image's sshd starts after cloud-init's stage that printed the
     // marker: it may take a few seconds more, within the boot's time.
-    int s = connect_guest(p_.ip, static_cast<int>(std::max(30000L, deadline - now_ms())));
+    int s = connect_guest(p_.ip, static_cast<int>(std::max(30000L, deadline - now_ms())),
+                          [this] { return !g_stop && virDomainIsActive(dom_.get()) == 1; });
+    if (s < 0 && g_stop) return std::nullopt;
+    if (s < 0 && virDomainIsActive(dom_.get()) != 1) return guest_gone_while_booting();
     if (s < 0) {
         destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
         return "the guest on " + p_.node + " said it was ready but its SSH server at " + p_.ip + " does not answer";
@@ -746,7 +777,6 @@ int Keeper::live() {
     long t_stop = now_ms();
     destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
     write_guest_state(p_, {GuestState::Phase::stopped, kJobEnded});
-    login_->settled = true;
     log::info("guest destroyed: the job ended (" + std::to_string(now_ms() - t_stop) + " ms)");
     return 0;
 }
@@ -767,7 +797,7 @@ int Keeper::run() {
     write_file_atomic(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
     ignore_job_signals();
     for (auto step : {&Keeper::confine, &Keeper::describe_guest, &Keeper::enter_job_netns, &Keeper::start_guest,
-                      &Keeper::start_ssh_proxy})
+                      &Keeper::start_guest_access})
         if (Failure f = (this->*step)()) return fail(*f);
     bool ready = false;
     if (Failure f = wait_until_ready(ready)) return fail(*f);

@@ -207,14 +207,27 @@ TEST_CASE("guests without passthrough devices keep the pc machine and no PCIe co
     CHECK(x.find("memoryBacking") == std::string::npos);
 }
 
-TEST_CASE("the guest's login channel is a virtio-serial port on the keeper's socket, only when asked", "[placement]") {
+TEST_CASE("the guest agent's channels are virtio-serial ports on the keeper's sockets, only when asked",
+          "[placement]") {
     svm::DomainSpec s = base_spec();
     CHECK(svm::domain_xml(s).find("<channel") == std::string::npos);
-    s.login_channel = "/run/slurm-vm/n1/job_7/login.sock";
-    CHECK(svm::domain_xml(s).find("    <channel type='unix'>\n"
-                                  "      <source mode='bind' path='/run/slurm-vm/n1/job_7/login.sock'/>\n"
-                                  "      <target type='virtio' name='org.slurm-vm.login'/>\n"
-                                  "    </channel>\n") != std::string::npos);
+    s.agent_channels = {"/run/slurm-vm/n1/job_7/agent.sock", "/run/slurm-vm/n1/job_7/agent-out.sock",
+                        "/run/slurm-vm/n1/job_7/agent-err.sock"};
+    std::string x = svm::domain_xml(s);
+    INFO(x);
+    CHECK(x.find("    <channel type='unix'>\n"
+                 "      <source mode='bind' path='/run/slurm-vm/n1/job_7/agent.sock'/>\n"
+                 "      <target type='virtio' name='org.slurm-vm.agent'/>\n"
+                 "    </channel>\n"
+                 "    <channel type='unix'>\n"
+                 "      <source mode='bind' path='/run/slurm-vm/n1/job_7/agent-out.sock'/>\n"
+                 "      <target type='virtio' name='org.slurm-vm.agent-out'/>\n"
+                 "    </channel>\n"
+                 "    <channel type='unix'>\n"
+                 "      <source mode='bind' path='/run/slurm-vm/n1/job_7/agent-err.sock'/>\n"
+                 "      <target type='virtio' name='org.slurm-vm.agent-err'/>\n"
+                 "    </channel>\n") != std::string::npos);
+    CHECK(validates(x));
 }
 
 TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe switch (golden)", "[placement]") {

@@ -214,39 +214,46 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
     CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
-    // The job's first login starts once the job's user, keys and sshd settings
-    // exist, before the network, the shares and the daemon; the flags it waits
-    // for are made anew first, "ready" before the daemon starts, the marker after it.
-    std::string login = svm::seed_first_login_script(p);
-    CHECK(ud.find(login) > ud.find("useradd -M"));
-    CHECK(ud.find(login) > ud.find("Include /etc/ssh/sshd_config.d"));
-    CHECK(ud.find(login) < ud.find("ip addr replace"));
-    CHECK(ud.find(login) < ud.find(svm::seed_sshd_start_script()));
-    // sshd's privilege separation directory, made once, before both sshds.
-    CHECK(ud.find("mkdir -p /run/sshd && chmod 0755 /run/sshd\n") < ud.find(login));
+    // The guest's agent starts once the job's user exists, before the
+    // network, the shares and the daemon; the flags its command waits for are
+    // made anew first, "ready" before the daemon starts, the marker after it.
+    std::string agent = svm::seed_agent_script(p);
+    CHECK(ud.find(agent) > ud.find("useradd -M"));
+    CHECK(ud.find(agent) < ud.find("ip addr replace"));
+    CHECK(ud.find(agent) < ud.find(svm::seed_sshd_start_script()));
+    // sshd's privilege separation directory, made once, before the daemon.
+    CHECK(ud.find("mkdir -p /run/sshd && chmod 0755 /run/sshd\n") < ud.find(svm::seed_sshd_start_script()));
     CHECK(ud.find("mkdir -p /run/sshd") == ud.rfind("mkdir -p /run/sshd"));
-    CHECK(login.find("setsid /usr/sbin/sshd -i <>\"$port\" >&0") != std::string::npos);
-    CHECK(login.find(svm::login_marker(p)) != std::string::npos);
+    // In a session of its own, detached from cloud-init's output (which
+    // waits for it), with the three ports and the job's user.
+    CHECK(agent.find("setsid /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
+                     " svm-agent \"$a\" \"$ao\" \"$ae\" 'alice' /run/slurm-vm </dev/null >/dev/null 2>&1 &\n") !=
+          std::string::npos);
+    CHECK(agent.find(svm::agent_marker(p)) != std::string::npos);
+    CHECK(agent.find("org.slurm-vm.agent) a=") != std::string::npos);
+    CHECK(agent.find("org.slurm-vm.agent-out) ao=") != std::string::npos);
+    CHECK(agent.find("org.slurm-vm.agent-err) ae=") != std::string::npos);
     CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go\n") <
           ud.find("fail()"));
     CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::ready_marker(p)));
-    // The first login's command does not wait for the daemon; readiness does.
+    // The first command does not wait for the daemon; readiness does.
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::seed_sshd_start_script()));
     CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("ip addr replace"));
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("mkdir -p '/home/alice/run dir'"));
-    // The host's entropy before any sshd: the first one waits for it.
-    CHECK(ud.find("modprobe virtio_rng") < ud.find(login));
-    // A machine without the port (this one; modprobe is a stand-in): nothing
+    // The host's entropy first.
+    CHECK(ud.find("modprobe virtio_rng") < ud.find(agent));
+    // A machine without the ports (this one; modprobe is a stand-in): nothing
     // started, nothing said.
     svm::test::TempDir bin("svm-bin");
     svm::write_file_atomic(bin.path() + "/modprobe", "#!/bin/sh\nexit 0\n", 0755);
     svm::RunOptions ro;
     ro.env = {"PATH=" + bin.path() + ":/usr/bin:/bin"};
-    auto none = svm::run({"/bin/sh", "-c", "log() { echo \"$*\"; }\n" + login}, ro);
+    auto none = svm::run({"/bin/sh", "-c", "log() { echo \"$*\"; }\n" + agent}, ro);
     CHECK(none.status == 0);
     CHECK(none.out.empty());
+    CHECK(svm::run({"/bin/sh", "-n", "-c", svm::agent_script()}).status == 0);
     auto syntax = svm::run({"/bin/sh", "-n"}, {.stdin_data = ud});
     CHECK(syntax.status == 0);
     svm::test::TempDir d_dir("svm-unit");

@@ -1,0 +1,248 @@
+// The guest's agent (seed.hpp's agent_script, run for real by /bin/sh) and
+// the host's side of its protocol (guest_agent.hpp), talking to each other.
+// The agent's three virtio-serial ports are stood in for by raw ptys:
+// character devices that the agent opens by path, as it opens the ports. The
+// command is the real remote command of a batch script (guest_exec.hpp), run
+// by the real runuser as root (root's own PAM session: the test needs root).
+#include "catch.hpp"
+
+#include <fcntl.h>
+#include <pty.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include "error.hpp"
+#include "fs.hpp"
+#include "guest_agent.hpp"
+#include "guest_exec.hpp"
+#include "proc.hpp"
+#include "seed.hpp"
+#include "support.hpp"
+
+namespace {
+
+// One port: the host's end (the pty's master) and the device path the
+// agent opens (its slave, in raw mode: no echo, no newline translation).
+struct Port {
+    svm::UniqueFd host;
+    std::string device;
+};
+
+Port make_port() {
+    int m = -1, s = -1;
+    char name[128];
+    if (::openpty(&m, &s, name, nullptr, nullptr) != 0) SVM_THROW_ERRNO("openpty");
+    struct termios t;
+    ::tcgetattr(s, &t);
+    ::cfmakeraw(&t);
+    ::tcsetattr(s, TCSANOW, &t);
+    ::fcntl(m, F_SETFD, FD_CLOEXEC);
+    Port p{svm::UniqueFd(m), name};
+    ::close(s);  // the agent opens it by path
+    return p;
+}
+
+std::string root_name() {
+    struct passwd* pw = ::getpwuid(0);
+    return pw ? pw->pw_name : "root";
+}
+
+// The agent as the seed starts it, in a session of its own.
+struct Agent {
+    svm::test::TempDir dir{"svm-agent"};
+    Port ports[3] = {make_port(), make_port(), make_port()};
+    pid_t pid = -1;
+    Agent() {
+        svm::SpawnOptions o;
+        o.new_session = true;
+        o.stdin_fd = o.stdout_fd = o.stderr_fd = svm::SpawnOptions::kNull;
+        o.env = std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+        pid = svm::spawn({"/bin/sh", "-c", svm::agent_script(), "svm-agent", ports[0].device, ports[1].device,
+                          ports[2].device, root_name(), dir.path()},
+                         o);
+    }
+    ~Agent() {
+        if (pid <= 0) return;
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+    // A tick for GuestAgent::wait that ends the agent after 30 s: a test
+    // that would hang fails instead.
+    std::function<void()> bounded(std::function<void()> then = {}) {
+        long deadline = svm::now_ms() + 30000;
+        return [this, deadline, then] {
+            if (svm::now_ms() > deadline && pid > 0) ::kill(-pid, SIGKILL);
+            if (then) then();
+        };
+    }
+    svm::GuestAgent host() {
+        std::vector<svm::UniqueFd> fds;
+        for (auto& p : ports) fds.push_back(std::move(p.host));
+        return svm::GuestAgent(std::move(fds));
+    }
+};
+
+// The batch script's command, as slurm-vm-exec sends it: it waits for the
+// flag "ready" in `flags` (made here already, with the FIFO).
+svm::GuestCommand batch_command(const std::string& flags, const std::string& cwd) {
+    REQUIRE(svm::run({"/bin/sh", "-c", "mkfifo -m 0666 " + flags + "/go && : >" + flags + "/ready"}).ok());
+    svm::GuestCommand c;
+    c.argv = {"/home/u/job.sh", "first arg"};
+    c.script_on_stdin = true;
+    c.wait_for_flags_in = flags;
+    c.cwd = cwd;
+    c.pid_file = cwd + "/task.pid";
+    return c;
+}
+
+struct Captured {
+    svm::test::TempDir dir{"svm-agent-out"};
+    svm::UniqueFd out{::open((dir.path() + "/out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600)};
+    svm::UniqueFd err{::open((dir.path() + "/err").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600)};
+    std::string out_text() const { return svm::read_file(dir.path() + "/out"); }
+    std::string err_text() const { return svm::read_file(dir.path() + "/err"); }
+};
+
+}  // namespace
+
+TEST_CASE("the guest's agent: output until the nonce, split anywhere", "[agent]") {
+    const std::string nonce = "0123456789abcdef";
+    const std::string stream = "line 1\n0123 not it\nlast" + nonce + "after the end";
+    for (size_t cut = 0; cut <= stream.size(); ++cut) {
+        svm::UntilNonce f(nonce);
+        std::string out = f.feed(stream.data(), cut);
+        out += f.feed(stream.data() + cut, stream.size() - cut);
+        INFO("cut at " << cut);
+        CHECK(out == "line 1\n0123 not it\nlast");
+        CHECK(f.done());
+    }
+    // Output is passed on as it comes: only an end that could start the
+    // nonce waits for what follows.
+    svm::UntilNonce g(nonce);
+    CHECK(g.feed("progress 10%\n", 13) == "progress 10%\n");
+    CHECK(g.feed("no end 01234", 12) == "no end ");
+    CHECK(g.feed("5x", 2) == "012345x");
+    CHECK(g.feed("0", 1).empty());
+    CHECK(g.flush() == "0");
+    CHECK(!g.done());
+}
+
+TEST_CASE("the guest's agent: header and status lines", "[agent]") {
+    CHECK(svm::agent_header("ab12", 10, 0, "/tmp/.p") == "SVM-AGENT-1 ab12 10 0 /tmp/.p\n");
+    CHECK(svm::agent_status("exit 0", "exit") == 0);
+    CHECK(svm::agent_status("exit 143", "exit") == 143);
+    CHECK(svm::agent_status("exit 999", "exit") == 255);
+    CHECK(!svm::agent_status("exit", "exit"));
+    CHECK(!svm::agent_status("exit -1", "exit"));
+    CHECK(!svm::agent_status("exit 1 2", "exit"));
+    CHECK(!svm::agent_status("synced 0", "exit"));
+    CHECK(svm::agent_status("synced 0", "synced") == 0);
+    std::string n = svm::agent_nonce();
+    CHECK(n.size() == 32);
+    CHECK(n.find_first_not_of("0123456789abcdef") == std::string::npos);
+    CHECK(n != svm::agent_nonce());
+}
+
+TEST_CASE("the guest's agent runs the batch script as the user: its output, stderr, status, then sync", "[agent]") {
+    INFO("the agent runs its command with runuser, which needs root");
+    REQUIRE(::geteuid() == 0);
+    Agent a;
+    svm::test::TempDir work("svm-agent-wd");
+    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+    svm::GuestAgent host = a.host();
+    host.start(svm::remote_shell_command(c),
+               "#!/bin/sh\necho \"out $1 in $(pwd) as $(id -un), $SHELL\"\necho to stderr >&2\nexit 3\n", c.pid_file);
+    Captured cap;
+    std::optional<int> st = host.wait(-1, cap.out.get(), cap.err.get(), a.bounded());
+    REQUIRE(st);
+    CHECK(*st == 3);
+    struct passwd* pw = ::getpwuid(0);
+    CHECK(cap.out_text() == "out first arg in " + work.path() + " as " + root_name() + ", " + pw->pw_shell + "\n");
+    CHECK(cap.err_text() == "to stderr\n");
+    CHECK(host.sync(20000) == 0);
+    // The script's stdin, kept by the agent in its directory, is gone.
+    CHECK(!svm::path_exists(a.dir.path() + "/stdin"));
+}
+
+TEST_CASE("the guest's agent carries a signal to the task's process group", "[agent]") {
+    INFO("the agent runs its command with runuser, which needs root");
+    REQUIRE(::geteuid() == 0);
+    Agent a;
+    svm::test::TempDir work("svm-agent-wd");
+    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+    svm::GuestAgent host = a.host();
+    host.start(svm::remote_shell_command(c),
+               "#!/bin/sh\nsh -c 'trap \"echo child got TERM; exit 0\" TERM; while :; do sleep 0.05; done' &\n"
+               "trap 'echo task got TERM; wait; exit 7' TERM\necho started\nwhile :; do sleep 0.05; done\n",
+               c.pid_file);
+    int sig[2];
+    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
+    Captured cap;
+    bool sent = false;
+    // TERM once the task has started (its first line is out).
+    std::optional<int> st = host.wait(sig[0], cap.out.get(), cap.err.get(), a.bounded([&] {
+        if (sent || cap.out_text().find("started\n") == std::string::npos) return;
+        unsigned char b = SIGTERM;
+        sent = ::write(sig[1], &b, 1) == 1;
+    }));
+    ::close(sig[0]);
+    ::close(sig[1]);
+    std::string task;
+    if (svm::read_file_if_exists(c.pid_file, task) && !svm::trim(task).empty()) ::kill(-std::stoi(task), SIGKILL);
+    REQUIRE(st);
+    CHECK(sent);
+    CHECK(*st == 7);
+    std::string out = cap.out_text();
+    CHECK(out.find("task got TERM\n") != std::string::npos);
+    CHECK(out.find("child got TERM\n") != std::string::npos);
+}
+
+TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unrun; a lost guest is said", "[agent]") {
+    INFO("the agent runs its command with runuser, which needs root");
+    REQUIRE(::geteuid() == 0);
+    {
+        Agent a;
+        svm::test::TempDir work("svm-agent-wd");
+        svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+        ::unlink((a.dir.path() + "/ready").c_str());
+        REQUIRE(svm::run({"/bin/sh", "-c", ": >" + a.dir.path() + "/failed"}).ok());
+        svm::GuestAgent host = a.host();
+        host.start(svm::remote_shell_command(c), "#!/bin/sh\necho ran\n", c.pid_file);
+        Captured cap;
+        CHECK(host.wait(-1, cap.out.get(), cap.err.get(), a.bounded()) == 255);
+        CHECK(cap.out_text().empty());
+    }
+    {
+        // The guest dies while the script runs (its QEMU closes the ports).
+        Agent a;
+        svm::test::TempDir work("svm-agent-wd");
+        svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+        svm::GuestAgent host = a.host();
+        host.start(svm::remote_shell_command(c), "#!/bin/sh\necho started\nexec sleep 60\n", c.pid_file);
+        Captured cap;
+        long t0 = svm::now_ms();
+        std::optional<int> st = host.wait(-1, cap.out.get(), cap.err.get(), a.bounded([&] {
+            if (a.pid > 0 && cap.out_text() == "started\n")
+                ::kill(-a.pid, SIGKILL);  // the agent, not the task's session
+        }));
+        CHECK(!st);
+        CHECK(svm::now_ms() - t0 < 15000);
+        std::string pid = svm::trim(svm::read_file(c.pid_file));
+        ::kill(-std::stoi(pid), SIGKILL);
+    }
+    {
+        // A header the agent does not know: it runs nothing and leaves.
+        Agent a;
+        REQUIRE(::write(a.ports[0].host.get(), "HELLO 1 2 3\n", 12) == 12);
+        int st = -1;
+        for (int i = 0; i < 200 && ::waitpid(a.pid, &st, WNOHANG) != a.pid; ++i) ::usleep(25000);
+        CHECK(WIFEXITED(st));
+        CHECK(WEXITSTATUS(st) == 0);
+        a.pid = -1;
+    }
+}
