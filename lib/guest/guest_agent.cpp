@@ -157,11 +157,15 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
             if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return finish(status);
             if (n > 0) ctl_buf_.append(buf, static_cast<size_t>(n));
             for (size_t nl; (nl = ctl_buf_.find('\n')) != std::string::npos;) {
-                std::optional<int> st = agent_status(ctl_buf_.substr(0, nl), "exit");
+                std::string line = ctl_buf_.substr(0, nl);
                 ctl_buf_.erase(0, nl + 1);
+                std::optional<int> st = agent_status(line, "exit");
                 if (st && !status) {
                     status = st;
                     drain_until = now_ms() + kDrainMs;
+                } else if (line == "srun" && !srun_asked_) {
+                    srun_asked_ = true;
+                    if (tick) tick();
                 }
             }
             if (ctl_buf_.size() > kMaxCtlLine) ctl_buf_.clear();

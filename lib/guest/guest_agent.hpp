@@ -62,11 +62,15 @@ public:
     // Syncs the guest's file systems (--vm-save): its status, or nullopt when
     // the agent did not answer within timeout_ms.
     std::optional<int> sync(int timeout_ms);
+    // Whether the command's srun asked for its relay (the agent's line
+    // "srun"); `tick` is called at once when it does.
+    bool srun_asked() const { return srun_asked_; }
 
 private:
     bool read_ctl_line(std::string& line, int timeout_ms);
     UniqueFd ctl_, out_, err_;
     std::string nonce_, ctl_buf_;
+    bool srun_asked_ = false;
 };
 
 }  // namespace svm

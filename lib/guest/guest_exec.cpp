@@ -74,6 +74,7 @@ std::string remote_shell_command(const GuestCommand& c) {
     }
     if (c.srun_port > 0) {
         s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";
+        if (!c.srun_wake.empty()) s += "export SLURM_VM_SRUN_WAKE=" + shell_quote(c.srun_wake) + "; ";
         s += "printf %s " + shell_quote(guest_srun_shim()) + " >\"$d/srun\" || exit 1; ";
         exe += " \"$d/srun\"";
     }

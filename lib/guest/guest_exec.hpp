@@ -22,6 +22,9 @@ struct GuestCommand {
     // The guest's loopback port forwarded to the batch step's srun relay
     // (lib/guest/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
     int srun_port = 0;
+    // Where the guest's srun asks for that port's forward (the agent's FIFO:
+    // the forward is made on demand); "" = it is there from the start.
+    std::string srun_wake;
     // The job's other guests (hostnames): before the batch script runs, each
     // must accept the job's SSH login (what mpirun needs), for at most
     // peer_wait_s. A guest is ready when its own node's keeper says so; the

@@ -186,8 +186,10 @@ std::string seed_no_motd_script(const std::string& pam_file) {
 
 std::string agent_script() {
     // $1 its command port, $2 stdout's, $3 stderr's, $4 the job's user, $5
-    // its directory (root's). The header: magic, nonce, lengths of the
-    // command and of its stdin, pid file.
+    // its directory (root's, with the FIFO "srun"), $6 runuser, $7 setsid.
+    // The header: magic, nonce, lengths of the command and of its stdin, pid
+    // file. Few processes: each costs tens of milliseconds of an emulated
+    // guest's one busy vCPU.
     return R"AGENT(exec 3<>"$1" 4<>"$2" 5<>"$3" || exit 1
 IFS=' ' read -r m n cl il pf <&3 || exit 0
 [ "$m" = SVM-AGENT-1 ] || exit 0
@@ -197,20 +199,24 @@ case "$pf" in /*) case "$pf" in *[!A-Za-z0-9._/-]*) exit 0;; esac;; *) exit 0;; 
 c=$(head -c "$cl" <&3; echo .); c=${c%.}
 i="$5/stdin"
 (umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1
-s=$(getent passwd "$4" | cut -d: -f7); [ -x "$s" ] || s=/bin/sh
+s=; while IFS=: read -r u _ _ _ _ _ sh; do [ "$u" = "$4" ] && s=$sh && break; done </etc/passwd
+[ -n "$s" ] || s=$(getent passwd "$4" | cut -d: -f7)
+[ -x "$s" ] || s=/bin/sh
+exec 6<>"$5/srun" || exec 6</dev/null
 cd / && umask 022
-ru=$(command -v runuser) ss=$(command -v setsid)
-env -i PATH=/usr/local/bin:/usr/bin:/bin SHELL="$s" "$ru" -u "$4" -- "$ss" "$s" -c "$c" <"$i" >&4 2>&5 3>&- &
+env -i PATH=/usr/local/bin:/usr/bin:/bin SHELL="$s" "$6" -u "$4" -- "$7" "$s" -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
 t=$!
 (while IFS=' ' read -r w a <&3; do
   [ "$w" = signal ] || continue
   case "$a" in ''|*[!A-Z0-9]*) continue;; esac
   p=$(cat "$pf" 2>/dev/null)
   case "$p" in ''|*[!0-9]*|1) kill -s "$a" "$t";; *) kill -s "$a" -- "-$p" || kill -s "$a" "$p";; esac
-done) 2>/dev/null 4>&- 5>&- &
+done) 2>/dev/null 4>&- 5>&- 6>&- &
 r=$!
+(while read -r _ <&6; do echo srun >&3; done) 2>/dev/null 4>&- 5>&- &
+w=$!
 wait "$t"; rc=$?
-kill "$r" 2>/dev/null; wait "$r"
+kill "$r" "$w" 2>/dev/null; wait "$r" "$w"
 rm -f "$i"
 printf %s "$n" >&4; printf %s "$n" >&5
 echo "exit $rc" >&3
@@ -229,10 +235,10 @@ std::string seed_agent_script(const JobPlan& p) {
     for (size_t i = 0; i < kAgentPorts; ++i)
         s += " " + std::string(kAgentPortNames[i]) + ") " + vars[i] + "=/dev/${v##*/};;";
     s += " esac; done\n";
-    s += "if [ -c \"$a\" ] && [ -c \"$ao\" ] && [ -c \"$ae\" ] && command -v runuser >/dev/null && "
-         "command -v setsid >/dev/null; then\n";
-    s += "  setsid /bin/sh -c " + shell_quote(agent_script()) + " svm-agent \"$a\" \"$ao\" \"$ae\" " +
-         shell_quote(p.user) + " " + kGuestFlagDir + " </dev/null >/dev/null 2>&1 &\n";
+    s += "ru=$(command -v runuser) ss=$(command -v setsid)\n";
+    s += "if [ -c \"$a\" ] && [ -c \"$ao\" ] && [ -c \"$ae\" ] && [ -n \"$ru\" ] && [ -n \"$ss\" ]; then\n";
+    s += "  \"$ss\" /bin/sh -c " + shell_quote(agent_script()) + " svm-agent \"$a\" \"$ao\" \"$ae\" " +
+         shell_quote(p.user) + " " + kGuestFlagDir + " \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n";
     s += "  log " + shell_quote(agent_marker(p)) + "\n";
     s += "fi\n";
     return s;
@@ -256,7 +262,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // The host's entropy (domain_xml.cpp) first: an image without udev
     // would not load its driver, and sshd waits until the kernel is seeded.
     s += "modprobe virtio_rng 2>/dev/null\n";
-    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go\n";
+    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go " + flags + "/srun\n";
     // Opened read-write: never blocks; the first command holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
     s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";

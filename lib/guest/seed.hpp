@@ -56,8 +56,9 @@ std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/system
 // this directory: the user-data makes "ready" when the guest is set up
 // (network, shares, working directory; before sshd's daemon starts, which
 // the first command does not need), "failed" when it failed, and then writes
-// a line to the FIFO "go" (opened read-write: it never blocks). The
-// directory is made anew at every boot.
+// a line to the FIFO "go" (opened read-write: it never blocks). The FIFO
+// "srun" is the agent's (seed_agent_script). The directory is made anew at
+// every boot.
 inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 
 // The guest's agent: runs the job's first command (the batch script) as the
@@ -66,8 +67,9 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 // costs about half a second of the guest's one busy vCPU (key exchange,
 // sshd's privilege separation, the session); the agent costs a PAM session
 // of runuser. A POSIX sh script, run as root with $1..$3 the three ports'
-// devices, $4 the job's user and $5 a directory of root's for the command's
-// stdin (kGuestFlagDir). Its protocol, on the first port:
+// devices, $4 the job's user, $5 a directory of root's for the command's
+// stdin, with the FIFO "srun" (kGuestFlagDir), and $6, $7 the paths of
+// runuser and setsid. Its protocol, on the first port:
 //   host -> guest: "SVM-AGENT-1 <nonce> <command bytes> <stdin bytes> <pid file>\n",
 //     the command (a shell command, GuestCommand's remote_shell_command),
 //     its stdin (the batch script); then "signal <NAME>\n" lines;
@@ -79,6 +81,8 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 //   a signal goes to the process group noted in the pid file (as
 //     remote_signal_command does), or, before the command noted it, to
 //     runuser;
+//   guest -> host: "srun\n" when the command's srun asks for its relay (a
+//     line to the FIFO "srun" in $5; lib/guest/srun_relay.hpp);
 //   guest -> host once the command ended: the nonce on the second and the
 //     third port (what follows it is not the task's), then "exit <status>\n";
 //   then "sync\n" -> "synced <status>\n" (--vm-save), until the host closes

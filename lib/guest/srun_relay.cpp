@@ -27,10 +27,14 @@ std::string guest_srun_shim() {
 # host (through the port SLURM_VM_SRUN_PORT that an SSH session forwards),
 # which runs the real srun; every task runs in the guest of its node.
 port="${SLURM_VM_SRUN_PORT:-}"
-# The batch step forwards the port once the guest is ready: it may come a
-# moment after the script started (bounded wait).
+# Where the batch script runs through the guest's agent, the port is
+# forwarded only once an srun asks for it (a line to the agent's FIFO
+# SLURM_VM_SRUN_WAKE): wait for it (bounded).
 i=0
 until [ -n "$port" ] && { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; do
+    if [ $i -eq 0 ] && [ -n "${SLURM_VM_SRUN_WAKE:-}" ]; then
+        { echo srun 1<>"$SLURM_VM_SRUN_WAKE"; } 2>/dev/null
+    fi
     i=$((i + 1))
     if [ -z "$port" ] || [ $i -gt 600 ]; then
         echo "srun: slurm-vm: no relay to the host here: srun works from the batch script of a VM job" >&2

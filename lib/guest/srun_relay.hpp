@@ -2,9 +2,11 @@
 // which has no Slurm client; its `srun` is a small bash script (guest_srun_shim)
 // that hands the command line to the batch step on the host over a port that
 // an SSH session of the batch step forwards from the guest's loopback (ssh -R)
-// to a private Unix socket of slurm-vm-exec (the batch's own session, or,
-// when the script runs through the guest's agent, an `ssh -N` started once
-// the guest is ready: the shim waits up to a minute for the port). There SrunRelay runs the real srun as
+// to a private Unix socket of slurm-vm-exec: the batch's own session, or,
+// when the script runs through the guest's agent, an `ssh -N` started when
+// the first srun asks for it (a line to the agent's FIFO SLURM_VM_SRUN_WAKE,
+// which the agent passes on to the host) and the guest is ready; the shim
+// waits up to a minute for the port. There SrunRelay runs the real srun as
 // the user, in the batch step, so that its tasks land, through the plugin, in
 // the guests of their nodes like any step's.
 //

@@ -186,7 +186,9 @@ std::vector<std::string> srun_forward_options(int port, const std::string& relay
 
 // The batch script's srun relay when the script runs through the guest's
 // agent: an SSH session with no command (ssh -N) forwards the port, started
-// once the guest is ready (the guest's srun waits for the port meanwhile).
+// once the script's srun asked for it and the guest is ready (the guest's
+// srun waits for the port meanwhile). A script without srun costs no SSH
+// session.
 class SrunForward {
 public:
     ~SrunForward() { stop(); }
@@ -235,11 +237,13 @@ void report_lost(const JobPlan& p, const std::string& way, bool gone = false) {
 int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, GuestAgent& agent,
                  const std::string& script, const SrunRelay* relay) {
     c.wait_for_flags_in = kGuestFlagDir;
+    if (relay) c.srun_wake = std::string(kGuestFlagDir) + "/srun";
     agent.start(remote_shell_command(c), script, c.pid_file);
     forward_signals_to_pipe();
     SrunForward fwd;
-    std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO,
-                                       [&] { fwd.start_when_ready(p, t.self, c.srun_port, relay); });
+    std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO, [&] {
+        if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
+    });
     fwd.stop();
     if (st && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) {
         std::optional<int> synced = agent.sync(120000);

@@ -58,12 +58,13 @@ struct Agent {
     Port ports[3] = {make_port(), make_port(), make_port()};
     pid_t pid = -1;
     Agent() {
+        REQUIRE(svm::run({"mkfifo", "-m", "0666", dir.path() + "/srun"}).ok());
         svm::SpawnOptions o;
         o.new_session = true;
         o.stdin_fd = o.stdout_fd = o.stderr_fd = svm::SpawnOptions::kNull;
         o.env = std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
         pid = svm::spawn({"/bin/sh", "-c", svm::agent_script(), "svm-agent", ports[0].device, ports[1].device,
-                          ports[2].device, root_name(), dir.path()},
+                          ports[2].device, root_name(), dir.path(), "/usr/sbin/runuser", "/usr/bin/setsid"},
                          o);
     }
     ~Agent() {
@@ -200,6 +201,37 @@ TEST_CASE("the guest's agent carries a signal to the task's process group", "[ag
     std::string out = cap.out_text();
     CHECK(out.find("task got TERM\n") != std::string::npos);
     CHECK(out.find("child got TERM\n") != std::string::npos);
+}
+
+TEST_CASE("the guest's agent passes on the command's request for its srun relay", "[agent]") {
+    INFO("the agent runs its command with runuser, which needs root");
+    REQUIRE(::geteuid() == 0);
+    Agent a;
+    svm::test::TempDir work("svm-agent-wd");
+    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+    // What the guest's srun does when its port is not there yet.
+    c.srun_port = 1;
+    c.srun_wake = a.dir.path() + "/srun";
+    svm::GuestAgent host = a.host();
+    host.start(svm::remote_shell_command(c),
+               "#!/bin/sh\n{ echo srun 1<>\"$SLURM_VM_SRUN_WAKE\"; } 2>/dev/null\necho asked\nsleep 1\n", c.pid_file);
+    Captured cap;
+    int asked_ticks = 0;
+    std::optional<int> st =
+        host.wait(-1, cap.out.get(), cap.err.get(), a.bounded([&] { asked_ticks += host.srun_asked() ? 1 : 0; }));
+    REQUIRE(st);
+    CHECK(*st == 0);
+    CHECK(cap.out_text() == "asked\n");
+    CHECK(host.srun_asked());
+    CHECK(asked_ticks >= 1);
+    // Without the request, nothing is asked.
+    Agent b;
+    svm::GuestCommand d = batch_command(b.dir.path(), work.path());
+    svm::GuestAgent quiet = b.host();
+    quiet.start(svm::remote_shell_command(d), "#!/bin/sh\necho quiet\n", d.pid_file);
+    Captured cap2;
+    REQUIRE(quiet.wait(-1, cap2.out.get(), cap2.err.get(), b.bounded()) == 0);
+    CHECK(!quiet.srun_asked());
 }
 
 TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unrun; a lost guest is said", "[agent]") {

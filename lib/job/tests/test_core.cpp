@@ -226,15 +226,17 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("mkdir -p /run/sshd") == ud.rfind("mkdir -p /run/sshd"));
     // In a session of its own, detached from cloud-init's output (which
     // waits for it), with the three ports and the job's user.
-    CHECK(agent.find("setsid /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
-                     " svm-agent \"$a\" \"$ao\" \"$ae\" 'alice' /run/slurm-vm </dev/null >/dev/null 2>&1 &\n") !=
-          std::string::npos);
+    CHECK(
+        agent.find(
+            "\"$ss\" /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
+            " svm-agent \"$a\" \"$ao\" \"$ae\" 'alice' /run/slurm-vm \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n") !=
+        std::string::npos);
     CHECK(agent.find(svm::agent_marker(p)) != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent) a=") != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent-out) ao=") != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent-err) ae=") != std::string::npos);
-    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go\n") <
-          ud.find("fail()"));
+    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go "
+                  "/run/slurm-vm/srun\n") < ud.find("fail()"));
     CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
     CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::ready_marker(p)));
     // The first command does not wait for the daemon; readiness does.
