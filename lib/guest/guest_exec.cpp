@@ -98,6 +98,11 @@ std::string remote_shell_command(const GuestCommand& c) {
     if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";
+    if (!c.wait_for_flags_in.empty()) {
+        // The guest starts sshd's daemon once it hears this (seed.hpp).
+        std::string f = shell_quote(c.wait_for_flags_in + "/started");
+        s += "[ -p " + f + " ] && { echo started 1<>" + f + "; } 2>/dev/null; ";
+    }
     s += "exec";
     if (c.script_on_stdin) {
         s += " \"$d/slurm-vm-job-script\"";

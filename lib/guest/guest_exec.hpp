@@ -34,8 +34,9 @@ struct GuestCommand {
     // The job's first command, given to the guest's agent while the guest
     // still sets itself up: the command first waits for the flag "ready" in
     // this directory of the guest (kGuestFlagDir, lib/guest/seed.hpp; woken
-    // through its FIFO "go"), and ends with status 255 at the flag "failed".
-    // "" = no wait.
+    // through its FIFO "go"), and ends with status 255 at the flag "failed";
+    // just before it execs the task it writes a line to the FIFO "started"
+    // there (the guest's sshd daemon waits for it). "" = no wait.
     std::string wait_for_flags_in;
 };
 

@@ -19,6 +19,10 @@ std::string ready_marker(const JobPlan& p) {
     return "SLURM_VM_READY job=" + std::to_string(p.job_id) + " node=" + p.node;
 }
 
+std::string set_up_marker(const JobPlan& p) {
+    return "SLURM_VM_SET_UP job=" + std::to_string(p.job_id) + " node=" + p.node;
+}
+
 std::string agent_marker(const JobPlan& p) {
     return "SLURM_VM_AGENT job=" + std::to_string(p.job_id) + " node=" + p.node;
 }
@@ -196,6 +200,7 @@ IFS=' ' read -r m n cl il pf <&3 || exit 0
 case "$n" in ''|*[!0-9a-f]*) exit 0;; esac
 case "$cl:$il" in *[!0-9:]*|:*|*:) exit 0;; esac
 case "$pf" in /*) case "$pf" in *[!A-Za-z0-9._/-]*) exit 0;; esac;; *) exit 0;; esac
+: >"$5/taken"
 c=$(head -c "$cl" <&3; echo .); c=${c%.}
 i="$5/stdin"
 (umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1
@@ -216,6 +221,7 @@ r=$!
 (while read -r _ <&6; do echo srun >&3; done) 2>/dev/null 4>&- 5>&- &
 w=$!
 wait "$t"; rc=$?
+[ -p "$5/started" ] && { echo ended 1<>"$5/started"; } 2>/dev/null
 kill "$r" "$w" 2>/dev/null; wait "$r" "$w"
 rm -f "$i"
 printf %s "$n" >&4; printf %s "$n" >&5
@@ -262,7 +268,8 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // The host's entropy (domain_xml.cpp) first: an image without udev
     // would not load its driver, and sshd waits until the kernel is seeded.
     s += "modprobe virtio_rng 2>/dev/null\n";
-    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go " + flags + "/srun\n";
+    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go " + flags + "/srun " +
+         flags + "/started\n";
     // Opened read-write: never blocks; the first command holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
     s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
@@ -355,7 +362,13 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // The job's first command needs no daemon: it may start while the
     // daemon does. The marker (the keeper's readiness, then TCP 22) comes
     // after it.
-    s += ": >" + flags + "/ready; svm_wake\n";
+    // When the agent took it, the daemon waits until that command has
+    // started (it says so on the FIFO "started", or the agent once it
+    // ended): on one busy vCPU the two would share it, and the command is
+    // what the job waits for. Held open from before the flag: no line is lost.
+    s += "exec 7<>" + flags + "/started\n";
+    s += ": >" + flags + "/ready; svm_wake; log " + q(set_up_marker(p)) + "\n";
+    s += "[ -e " + flags + "/taken ] && read _ <&7; exec 7<&-\n";
     s += seed_sshd_start_script();
     s += "log " + q(ready_marker(p)) + "\n";
     return s;

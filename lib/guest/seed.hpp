@@ -56,9 +56,12 @@ std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/system
 // this directory: the user-data makes "ready" when the guest is set up
 // (network, shares, working directory; before sshd's daemon starts, which
 // the first command does not need), "failed" when it failed, and then writes
-// a line to the FIFO "go" (opened read-write: it never blocks). The FIFO
-// "srun" is the agent's (seed_agent_script). The directory is made anew at
-// every boot.
+// a line to the FIFO "go" (opened read-write: it never blocks). The agent
+// (seed_agent_script) makes "taken" when it has the job's first command,
+// which then writes a line to the FIFO "started" just before it execs the
+// task (so does the agent if the command ended first): sshd's daemon starts
+// after that line. The FIFO "srun" is the agent's too. The directory is
+// made anew at every boot.
 inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 
 // The guest's agent: runs the job's first command (the batch script) as the
@@ -103,6 +106,10 @@ std::string agent_marker(const JobPlan& p);
 // `out` with genisoimage.
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);
 
+// The line the guest prints on its serial console when it is set up (the
+// flag "ready": its first command may start; the job's VM record is
+// published then).
+std::string set_up_marker(const JobPlan& p);
 // The line the guest prints on its serial console when it accepts logins.
 std::string ready_marker(const JobPlan& p);
 

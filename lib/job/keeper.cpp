@@ -413,6 +413,7 @@ private:
     Failure start_guest_access();
     Failure wait_until_ready(bool& ready);
     void note_ready();
+    void publish_record(long t_set_up);
     int live();
 
     const KeeperOptions& o_;
@@ -439,6 +440,7 @@ private:
     int64_t unrounded_mib_ = 0;
     long t0_ = 0, t_created_ = 0;
     bool caps_probed_ = false;
+    bool record_published_ = false;
     ShareServers share_servers_;  // declared before the guest: the servers outlive it
     ConnectPtr conn_;
     DomainPtr dom_;
@@ -672,7 +674,7 @@ Keeper::Failure Keeper::start_guest_access() {
 // its sshd to accept TCP connections (no SSH handshake: that costs seconds
 // of emulated crypto). `ready` stays false when the job ended first.
 Keeper::Failure Keeper::wait_until_ready(bool& ready) {
-    std::string marker = ready_marker(p_), agent = agent_marker(p_);
+    std::string marker = ready_marker(p_), agent = agent_marker(p_), set_up = set_up_marker(p_);
     long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
     int64_t seen = 0;
     std::string tail;
@@ -694,6 +696,10 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
             agent_->offered = true;
             write_guest_state(p_, {GuestState::Phase::login, ""});
             log::info("the guest's agent takes the job's first command in " + std::to_string(now_ms() - t0_) + " ms");
+        }
+        if (!record_published_ && tail.find(set_up) != std::string::npos) {
+            log::info("the guest is set up in " + std::to_string(now_ms() - t0_) + " ms");
+            publish_record(now_ms());
         }
         auto f = tail.find("SLURM_VM_FAILED");
         auto eol = f == std::string::npos ? f : tail.find('\n', f);
@@ -722,7 +728,10 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
     // marker: it may take a few seconds more, within the boot's time.
     int s = connect_guest(p_.ip, static_cast<int>(std::max(30000L, deadline - now_ms())),
                           [this] { return !g_stop && virDomainIsActive(dom_.get()) == 1; });
-    if (s < 0 && g_stop) return std::nullopt;
+    if (s < 0 && g_stop) {
+        ready = false;  // the job ended first
+        return std::nullopt;
+    }
     if (s < 0 && virDomainIsActive(dom_.get()) != 1) return guest_gone_while_booting();
     if (s < 0) {
         destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
@@ -734,6 +743,8 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
 
 // The guest is ready: its figures (guest.json), its state, and its record
 // for Slurm accounting, published by the caller in a thread of its own.
+// The guest is ready: its figures (guest.json), its state, and its record
+// if the guest did not say it was set up (publish_record).
 void Keeper::note_ready() {
     long t_ready = now_ms();
     Json timing(json_object());
@@ -748,8 +759,17 @@ void Keeper::note_ready() {
     write_file_atomic(path_join(p_.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
     write_guest_state(p_, {GuestState::Phase::ready, ""});
     log::info("guest ready in " + std::to_string(t_ready - t0_) + " ms");
-    if (!o_.on_ready) return;
-    std::string rec = vm_record(p_, t_created_ - t0_, t_ready - t0_, static_cast<int>(spec_.host_cpus.size()),
+    publish_record(t_ready);
+}
+
+// The job's VM record for Slurm accounting, once, published by the caller in
+// a thread of its own: as soon as the guest says it is set up (its first
+// command may start then, and a short job may be over before sshd's daemon
+// answers), else when it is ready. ready_ms is that moment.
+void Keeper::publish_record(long t_set_up) {
+    if (record_published_ || !o_.on_ready) return;
+    record_published_ = true;
+    std::string rec = vm_record(p_, t_created_ - t0_, t_set_up - t0_, static_cast<int>(spec_.host_cpus.size()),
                                 spec_.memory_mib, spec_.hugepage_kib);
     ready_publisher_.t = std::thread([cb = o_.on_ready, p = p_, rec, ns = host_netns_, cancelled = ready_cancelled_] {
         if (ns >= 0) ::setns(ns, CLONE_NEWNET);  // this thread only

@@ -127,9 +127,12 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
             if (attempt >= o.settled) return true;  // seen in place after settling
         } else {
             RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
-            if (!w.ok())
+            if (!w.ok()) {
                 log::warn("AdminComment not updated (exit " + std::to_string(w.status) + "): " + trim(w.err + w.out));
-            else log::info("VM record published in AdminComment");
+                if (job_takes_no_updates(w.err + w.out)) return false;
+            } else {
+                log::info("VM record published in AdminComment");
+            }
             log::debug("this node's entry: " + fields);
         }
         if (attempt + 1 < o.attempts) {
@@ -139,6 +142,10 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
         }
     }
     return false;
+}
+
+bool job_takes_no_updates(const std::string& scontrol_output) {
+    return scontrol_output.find("Job has already finished") != std::string::npos;
 }
 
 }  // namespace svm

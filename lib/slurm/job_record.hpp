@@ -56,6 +56,10 @@ struct PublishOptions {
     }
 };
 
+// Whether scontrol's error says that the job takes no more updates (it has
+// ended: "Job has already finished"); trying again is then pointless.
+bool job_takes_no_updates(const std::string& scontrol_output);
+
 // Merges `fields` (JSON object text) into this node's entry of the job's
 // AdminComment with `scontrol update`, re-reading until it stays in place.
 // Returns true when it was seen in place; logs (log.hpp) what went wrong.

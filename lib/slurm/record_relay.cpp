@@ -203,8 +203,12 @@ bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts) {
         auto next = updated_admin_comment(admin_comment_of(r.out), [&](json_t* root) { c.merge_into(root); });
         if (!next) return true;  // all in place
         RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
-        if (!w.ok()) log::warn("AdminComment not updated: " + trim(w.err + w.out));
-        else log::info("VM record published in AdminComment: " + std::to_string(c.count()) + " node(s)");
+        if (w.ok()) {
+            log::info("VM record published in AdminComment: " + std::to_string(c.count()) + " node(s)");
+            continue;
+        }
+        log::warn("AdminComment not updated: " + trim(w.err + w.out));
+        if (job_takes_no_updates(w.err + w.out)) return true;  // nothing more to do for this job
     }
     return false;
 }

@@ -57,8 +57,17 @@ struct Agent {
     svm::test::TempDir dir{"svm-agent"};
     Port ports[3] = {make_port(), make_port(), make_port()};
     pid_t pid = -1;
+    svm::UniqueFd started;
+    // The lines on the FIFO "started" so far.
+    std::string started_lines() const {
+        char buf[256];
+        ssize_t n = ::read(started.get(), buf, sizeof buf);
+        return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    }
     Agent() {
-        REQUIRE(svm::run({"mkfifo", "-m", "0666", dir.path() + "/srun"}).ok());
+        REQUIRE(svm::run({"mkfifo", "-m", "0666", dir.path() + "/srun", dir.path() + "/started"}).ok());
+        // Held open as the seed's script holds it (sshd's daemon waits for a line).
+        started = svm::UniqueFd(::open((dir.path() + "/started").c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
         svm::SpawnOptions o;
         o.new_session = true;
         o.stdin_fd = o.stdout_fd = o.stderr_fd = svm::SpawnOptions::kNull;
@@ -165,6 +174,9 @@ TEST_CASE("the guest's agent runs the batch script as the user: its output, stde
     struct passwd* pw = ::getpwuid(0);
     CHECK(cap.out_text() == "out first arg in " + work.path() + " as " + root_name() + ", " + pw->pw_shell + "\n");
     CHECK(cap.err_text() == "to stderr\n");
+    // The command said it started the task (the guest's sshd daemon waits
+    // for that), and the agent that it ended.
+    CHECK(a.started_lines() == "started\nended\n");
     CHECK(host.sync(20000) == 0);
     // The script's stdin, kept by the agent in its directory, is gone.
     CHECK(!svm::path_exists(a.dir.path() + "/stdin"));
@@ -248,6 +260,8 @@ TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unru
         Captured cap;
         CHECK(host.wait(-1, cap.out.get(), cap.err.get(), a.bounded()) == 255);
         CHECK(cap.out_text().empty());
+        // The task never started: the agent's line alone lets sshd's daemon start.
+        CHECK(a.started_lines() == "ended\n");
     }
     {
         // The guest dies while the script runs (its QEMU closes the ports).

@@ -236,14 +236,21 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(agent.find("org.slurm-vm.agent-out) ao=") != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent-err) ae=") != std::string::npos);
     CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go "
-                  "/run/slurm-vm/srun\n") < ud.find("fail()"));
+                  "/run/slurm-vm/srun /run/slurm-vm/started\n") < ud.find("fail()"));
     CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
-    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::ready_marker(p)));
+    // The flag, then the console line that says so (the VM record is published then).
+    const std::string flag = ": >/run/slurm-vm/ready; svm_wake; log " + svm::shell_quote(svm::set_up_marker(p)) + "\n";
+    CHECK(svm::set_up_marker(p) == "SLURM_VM_SET_UP job=42 node=node1");
+    CHECK(ud.find(flag) < ud.find(svm::ready_marker(p)));
+    // The daemon waits for the first command's start when the agent took it
+    // (the FIFO held open from before the flag).
+    CHECK(ud.find("exec 7<>/run/slurm-vm/started\n" + flag + "[ -e /run/slurm-vm/taken ] && read _ <&7; exec 7<&-\n") <
+          ud.find(svm::seed_sshd_start_script()));
     // The first command does not wait for the daemon; readiness does.
-    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") < ud.find(svm::seed_sshd_start_script()));
+    CHECK(ud.find(flag) < ud.find(svm::seed_sshd_start_script()));
     CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("ip addr replace"));
-    CHECK(ud.find(": >/run/slurm-vm/ready; svm_wake\n") > ud.find("mkdir -p '/home/alice/run dir'"));
+    CHECK(ud.find(flag) > ud.find("ip addr replace"));
+    CHECK(ud.find(flag) > ud.find("mkdir -p '/home/alice/run dir'"));
     // The host's entropy first.
     CHECK(ud.find("modprobe virtio_rng") < ud.find(agent));
     // A machine without the ports (this one; modprobe is a stand-in): nothing

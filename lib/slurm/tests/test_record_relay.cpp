@@ -126,3 +126,9 @@ TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", 
     CHECK(got == std::vector<std::string>{"n2"});
     CHECK(c.count() == 1);
 }
+
+TEST_CASE("a job that has ended takes no more AdminComment updates: no retries", "[record]") {
+    CHECK(svm::job_takes_no_updates("slurm_update error: Job has already finished"));
+    CHECK(!svm::job_takes_no_updates("slurm_update error: Socket timed out on send/recv operation"));
+    CHECK(!svm::job_takes_no_updates(""));
+}
