@@ -245,7 +245,9 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
         if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
     });
     fwd.stop();
-    if (st && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) {
+    // The agent answers whatever the guest's readiness (sshd's daemon may
+    // not be up yet when a short script ends).
+    if (st && !p.save_path.empty()) {
         std::optional<int> synced = agent.sync(120000);
         if (synced == 0) log::info("the guest's disk is synced; the job's epilog saves it to " + p.save_path);
         else log::warn("sync in the guest failed before --vm-save");

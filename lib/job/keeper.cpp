@@ -83,19 +83,34 @@ void relay(int a, int b) {
     ::close(b);
 }
 
+// A TCP connection to port 22 of `ip` (blocking once made), or -1 when none
+// is made within timeout_ms: a guest that died answers nothing, and a
+// blocking connect would wait for the kernel's ARP and SYN timeouts.
+int connect_within(const std::string& ip, int timeout_ms) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!s) return -1;
+    struct sockaddr_in sa {};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(22);
+    ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
+    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        if (errno != EINPROGRESS) return -1;
+        struct pollfd p = {s.get(), POLLOUT, 0};
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::poll(&p, 1, timeout_ms) != 1 || ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err)
+            return -1;
+    }
+    ::fcntl(s.get(), F_SETFL, ::fcntl(s.get(), F_GETFL) & ~O_NONBLOCK);
+    return s.release();
+}
+
 // A TCP connection to the guest's sshd, retried while the guest's network
 // or sshd come up (bounded; given up once `go_on`, when given, says so).
 int connect_guest(const std::string& ip, int timeout_ms, const std::function<bool()>& go_on = {}) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {
-        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (s < 0) return -1;
-        struct sockaddr_in sa {};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(22);
-        ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
-        if (::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return s;
-        ::close(s);
+        if (int s = connect_within(ip, 1000); s >= 0) return s;
         if (now_ms() > deadline || (go_on && !go_on())) return -1;
         ::usleep(50000);
     }

@@ -28,9 +28,12 @@ namespace {
 
 // One port: the host's end (the pty's master) and the device path the
 // agent opens (its slave, in raw mode: no echo, no newline translation).
+// The test holds the slave open too until the guest "dies" (die()), as QEMU
+// holds a port: what the host sends before the agent opens it waits there.
 struct Port {
     svm::UniqueFd host;
     std::string device;
+    svm::UniqueFd held;
 };
 
 Port make_port() {
@@ -42,9 +45,8 @@ Port make_port() {
     ::cfmakeraw(&t);
     ::tcsetattr(s, TCSANOW, &t);
     ::fcntl(m, F_SETFD, FD_CLOEXEC);
-    Port p{svm::UniqueFd(m), name};
-    ::close(s);  // the agent opens it by path
-    return p;
+    ::fcntl(s, F_SETFD, FD_CLOEXEC);
+    return Port{svm::UniqueFd(m), name, svm::UniqueFd(s)};
 }
 
 std::string root_name() {
@@ -86,9 +88,14 @@ struct Agent {
     std::function<void()> bounded(std::function<void()> then = {}) {
         long deadline = svm::now_ms() + 30000;
         return [this, deadline, then] {
-            if (svm::now_ms() > deadline && pid > 0) ::kill(-pid, SIGKILL);
+            if (svm::now_ms() > deadline) die();
             if (then) then();
         };
+    }
+    // The guest dies: the agent is killed and the ports close.
+    void die() {
+        if (pid > 0) ::kill(-pid, SIGKILL);
+        for (auto& p : ports) p.held = svm::UniqueFd();
     }
     svm::GuestAgent host() {
         std::vector<svm::UniqueFd> fds;
@@ -117,6 +124,29 @@ struct Captured {
     std::string out_text() const { return svm::read_file(dir.path() + "/out"); }
     std::string err_text() const { return svm::read_file(dir.path() + "/err"); }
 };
+
+// The agent given a batch script by the host side, as slurm-vm-exec gives
+// it, with the task's output captured; the task's session is ended with it.
+struct Batch {
+    Agent a;
+    svm::test::TempDir work{"svm-agent-wd"};
+    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+    svm::GuestAgent host = a.host();
+    Captured cap;
+    ~Batch() {
+        std::string task;
+        if (svm::read_file_if_exists(c.pid_file, task) && !svm::trim(task).empty()) ::kill(-std::stoi(task), SIGKILL);
+    }
+    void start(const std::string& script) { host.start(svm::remote_shell_command(c), script, c.pid_file); }
+    std::optional<int> wait(std::function<void()> tick = {}, int signal_fd = -1) {
+        return host.wait(signal_fd, cap.out.get(), cap.err.get(), a.bounded(std::move(tick)));
+    }
+};
+
+void require_root() {
+    INFO("the agent runs its command with runuser, which needs root");
+    REQUIRE(::geteuid() == 0);
+}
 
 }  // namespace
 
@@ -159,127 +189,93 @@ TEST_CASE("the guest's agent: header and status lines", "[agent]") {
 }
 
 TEST_CASE("the guest's agent runs the batch script as the user: its output, stderr, status, then sync", "[agent]") {
-    INFO("the agent runs its command with runuser, which needs root");
-    REQUIRE(::geteuid() == 0);
-    Agent a;
-    svm::test::TempDir work("svm-agent-wd");
-    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
-    svm::GuestAgent host = a.host();
-    host.start(svm::remote_shell_command(c),
-               "#!/bin/sh\necho \"out $1 in $(pwd) as $(id -un), $SHELL\"\necho to stderr >&2\nexit 3\n", c.pid_file);
-    Captured cap;
-    std::optional<int> st = host.wait(-1, cap.out.get(), cap.err.get(), a.bounded());
+    require_root();
+    Batch b;
+    b.start("#!/bin/sh\necho \"out $1 in $(pwd) as $(id -un), $SHELL\"\necho to stderr >&2\nexit 3\n");
+    std::optional<int> st = b.wait();
     REQUIRE(st);
     CHECK(*st == 3);
     struct passwd* pw = ::getpwuid(0);
-    CHECK(cap.out_text() == "out first arg in " + work.path() + " as " + root_name() + ", " + pw->pw_shell + "\n");
-    CHECK(cap.err_text() == "to stderr\n");
+    CHECK(b.cap.out_text() == "out first arg in " + b.work.path() + " as " + root_name() + ", " + pw->pw_shell + "\n");
+    CHECK(b.cap.err_text() == "to stderr\n");
     // The command said it started the task (the guest's sshd daemon waits
     // for that), and the agent that it ended.
-    CHECK(a.started_lines() == "started\nended\n");
-    CHECK(host.sync(20000) == 0);
+    CHECK(b.a.started_lines() == "started\nended\n");
+    CHECK(b.host.sync(20000) == 0);
     // The script's stdin, kept by the agent in its directory, is gone.
-    CHECK(!svm::path_exists(a.dir.path() + "/stdin"));
+    CHECK(!svm::path_exists(b.a.dir.path() + "/stdin"));
 }
 
 TEST_CASE("the guest's agent carries a signal to the task's process group", "[agent]") {
-    INFO("the agent runs its command with runuser, which needs root");
-    REQUIRE(::geteuid() == 0);
-    Agent a;
-    svm::test::TempDir work("svm-agent-wd");
-    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
-    svm::GuestAgent host = a.host();
-    host.start(svm::remote_shell_command(c),
-               "#!/bin/sh\nsh -c 'trap \"echo child got TERM; exit 0\" TERM; while :; do sleep 0.05; done' &\n"
-               "trap 'echo task got TERM; wait; exit 7' TERM\necho started\nwhile :; do sleep 0.05; done\n",
-               c.pid_file);
+    require_root();
+    Batch b;
+    b.start(
+        "#!/bin/sh\nsh -c 'trap \"echo child got TERM; exit 0\" TERM; while :; do sleep 0.05; done' &\n"
+        "trap 'echo task got TERM; wait; exit 7' TERM\necho started\nwhile :; do sleep 0.05; done\n");
     int sig[2];
     REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
-    Captured cap;
     bool sent = false;
     // TERM once the task has started (its first line is out).
-    std::optional<int> st = host.wait(sig[0], cap.out.get(), cap.err.get(), a.bounded([&] {
-        if (sent || cap.out_text().find("started\n") == std::string::npos) return;
-        unsigned char b = SIGTERM;
-        sent = ::write(sig[1], &b, 1) == 1;
-    }));
+    std::optional<int> st = b.wait(
+        [&] {
+            if (sent || b.cap.out_text().find("started\n") == std::string::npos) return;
+            unsigned char s = SIGTERM;
+            sent = ::write(sig[1], &s, 1) == 1;
+        },
+        sig[0]);
     ::close(sig[0]);
     ::close(sig[1]);
-    std::string task;
-    if (svm::read_file_if_exists(c.pid_file, task) && !svm::trim(task).empty()) ::kill(-std::stoi(task), SIGKILL);
     REQUIRE(st);
     CHECK(sent);
     CHECK(*st == 7);
-    std::string out = cap.out_text();
+    std::string out = b.cap.out_text();
     CHECK(out.find("task got TERM\n") != std::string::npos);
     CHECK(out.find("child got TERM\n") != std::string::npos);
 }
 
 TEST_CASE("the guest's agent passes on the command's request for its srun relay", "[agent]") {
-    INFO("the agent runs its command with runuser, which needs root");
-    REQUIRE(::geteuid() == 0);
-    Agent a;
-    svm::test::TempDir work("svm-agent-wd");
-    svm::GuestCommand c = batch_command(a.dir.path(), work.path());
+    require_root();
+    Batch b;
     // What the guest's srun does when its port is not there yet.
-    c.srun_port = 1;
-    c.srun_wake = a.dir.path() + "/srun";
-    svm::GuestAgent host = a.host();
-    host.start(svm::remote_shell_command(c),
-               "#!/bin/sh\n{ echo srun 1<>\"$SLURM_VM_SRUN_WAKE\"; } 2>/dev/null\necho asked\nsleep 1\n", c.pid_file);
-    Captured cap;
+    b.c.srun_port = 1;
+    b.c.srun_wake = b.a.dir.path() + "/srun";
+    b.start("#!/bin/sh\n{ echo srun 1<>\"$SLURM_VM_SRUN_WAKE\"; } 2>/dev/null\necho asked\nsleep 1\n");
     int asked_ticks = 0;
-    std::optional<int> st =
-        host.wait(-1, cap.out.get(), cap.err.get(), a.bounded([&] { asked_ticks += host.srun_asked() ? 1 : 0; }));
+    std::optional<int> st = b.wait([&] { asked_ticks += b.host.srun_asked() ? 1 : 0; });
     REQUIRE(st);
     CHECK(*st == 0);
-    CHECK(cap.out_text() == "asked\n");
-    CHECK(host.srun_asked());
+    CHECK(b.cap.out_text() == "asked\n");
+    CHECK(b.host.srun_asked());
     CHECK(asked_ticks >= 1);
     // Without the request, nothing is asked.
-    Agent b;
-    svm::GuestCommand d = batch_command(b.dir.path(), work.path());
-    svm::GuestAgent quiet = b.host();
-    quiet.start(svm::remote_shell_command(d), "#!/bin/sh\necho quiet\n", d.pid_file);
-    Captured cap2;
-    REQUIRE(quiet.wait(-1, cap2.out.get(), cap2.err.get(), b.bounded()) == 0);
-    CHECK(!quiet.srun_asked());
+    Batch quiet;
+    quiet.start("#!/bin/sh\necho quiet\n");
+    REQUIRE(quiet.wait() == 0);
+    CHECK(!quiet.host.srun_asked());
 }
 
 TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unrun; a lost guest is said", "[agent]") {
-    INFO("the agent runs its command with runuser, which needs root");
-    REQUIRE(::geteuid() == 0);
+    require_root();
     {
-        Agent a;
-        svm::test::TempDir work("svm-agent-wd");
-        svm::GuestCommand c = batch_command(a.dir.path(), work.path());
-        ::unlink((a.dir.path() + "/ready").c_str());
-        REQUIRE(svm::run({"/bin/sh", "-c", ": >" + a.dir.path() + "/failed"}).ok());
-        svm::GuestAgent host = a.host();
-        host.start(svm::remote_shell_command(c), "#!/bin/sh\necho ran\n", c.pid_file);
-        Captured cap;
-        CHECK(host.wait(-1, cap.out.get(), cap.err.get(), a.bounded()) == 255);
-        CHECK(cap.out_text().empty());
+        Batch b;
+        ::unlink((b.a.dir.path() + "/ready").c_str());
+        REQUIRE(svm::run({"/bin/sh", "-c", ": >" + b.a.dir.path() + "/failed"}).ok());
+        b.start("#!/bin/sh\necho ran\n");
+        CHECK(b.wait() == 255);
+        CHECK(b.cap.out_text().empty());
         // The task never started: the agent's line alone lets sshd's daemon start.
-        CHECK(a.started_lines() == "ended\n");
+        CHECK(b.a.started_lines() == "ended\n");
     }
     {
         // The guest dies while the script runs (its QEMU closes the ports).
-        Agent a;
-        svm::test::TempDir work("svm-agent-wd");
-        svm::GuestCommand c = batch_command(a.dir.path(), work.path());
-        svm::GuestAgent host = a.host();
-        host.start(svm::remote_shell_command(c), "#!/bin/sh\necho started\nexec sleep 60\n", c.pid_file);
-        Captured cap;
+        Batch b;
+        b.start("#!/bin/sh\necho started\nexec sleep 60\n");
         long t0 = svm::now_ms();
-        std::optional<int> st = host.wait(-1, cap.out.get(), cap.err.get(), a.bounded([&] {
-            if (a.pid > 0 && cap.out_text() == "started\n")
-                ::kill(-a.pid, SIGKILL);  // the agent, not the task's session
-        }));
+        std::optional<int> st = b.wait([&] {
+            if (b.cap.out_text() == "started\n") b.a.die();  // the agent, not the task's session
+        });
         CHECK(!st);
         CHECK(svm::now_ms() - t0 < 15000);
-        std::string pid = svm::trim(svm::read_file(c.pid_file));
-        ::kill(-std::stoi(pid), SIGKILL);
     }
     {
         // A header the agent does not know: it runs nothing and leaves.
