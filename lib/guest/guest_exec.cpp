@@ -81,7 +81,8 @@ std::string remote_shell_command(const GuestCommand& c) {
     if (c.script_on_stdin) {
         // The script stays in the guest's /tmp until the guest goes with the
         // job: exec'ing it keeps the task the group leader signals reach.
-        s += "cat >\"$d/slurm-vm-job-script\" || exit 1; ";
+        if (c.script) s += "printf %s " + shell_quote(*c.script) + " >\"$d/slurm-vm-job-script\" || exit 1; ";
+        else s += "cat >\"$d/slurm-vm-job-script\" || exit 1; ";
         exe += " \"$d/slurm-vm-job-script\"";
     }
     if (!exe.empty()) s += "chmod 700" + exe + " || exit 1; ";

@@ -2,6 +2,7 @@
 // line (pinned keys, the job's Unix socket as transport) and the remote shell
 // command that recreates the task's environment and working directory.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,11 @@ struct GuestCommand {
     std::vector<std::string> env;   // "K=V" of the task (filtered: SLURM_* and a few more)
     std::string cwd;
     bool script_on_stdin = false;  // batch step: argv[0] is a host file sent on stdin
-    std::string hostfile;          // MPI hostfile content ("" = none)
+    // ... or, when set, this is its content, written by the command itself
+    // (no stdin, no `cat`: each program started costs an emulated guest
+    // tens of milliseconds).
+    std::optional<std::string> script;
+    std::string hostfile;  // MPI hostfile content ("" = none)
     // Where the guest notes the task's process group, so that signals can
     // follow it there (remote_signal_command); "" = not noted.
     std::string pid_file;

@@ -202,8 +202,8 @@ case "$cl:$il" in *[!0-9:]*|:*|*:) exit 0;; esac
 case "$pf" in /*) case "$pf" in *[!A-Za-z0-9._/-]*) exit 0;; esac;; *) exit 0;; esac
 : >"$5/taken"
 c=$(head -c "$cl" <&3; echo .); c=${c%.}
-i="$5/stdin"
-(umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1
+i=/dev/null
+if [ "$il" -gt 0 ]; then i="$5/stdin"; (umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1; fi
 s=; while IFS=: read -r u _ _ _ _ _ sh; do [ "$u" = "$4" ] && s=$sh && break; done </etc/passwd
 [ -n "$s" ] || s=$(getent passwd "$4" | cut -d: -f7)
 [ -x "$s" ] || s=/bin/sh
@@ -223,7 +223,7 @@ w=$!
 wait "$t"; rc=$?
 [ -p "$5/started" ] && { echo ended 1<>"$5/started"; } 2>/dev/null
 kill "$r" "$w" 2>/dev/null; wait "$r" "$w"
-rm -f "$i"
+[ "$i" = /dev/null ] || rm -f "$i"
 printf %s "$n" >&4; printf %s "$n" >&5
 echo "exit $rc" >&3
 while IFS=' ' read -r w a <&3; do [ "$w" = sync ] && { sync; echo "synced $?" >&3; }; done

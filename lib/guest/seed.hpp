@@ -75,7 +75,8 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 // runuser and setsid. Its protocol, on the first port:
 //   host -> guest: "SVM-AGENT-1 <nonce> <command bytes> <stdin bytes> <pid file>\n",
 //     the command (a shell command, GuestCommand's remote_shell_command),
-//     its stdin (the batch script); then "signal <NAME>\n" lines;
+//     its stdin (a batch script too large to be written by the command
+//     itself; usually none); then "signal <NAME>\n" lines;
 //   the command runs as the user, through PAM (runuser: pam_limits, so
 //     memlock as for an SSH session), in a session of its own (setsid), its
 //     user's login shell given "-c", environment: PATH, HOME, SHELL, USER,

@@ -232,13 +232,21 @@ void report_lost(const JobPlan& p, const std::string& way, bool gone = false) {
     }
 }
 
+constexpr size_t kMaxInlineCommand = 96 * 1024;
+
 // The batch script through the guest's agent (lib/guest/guest_agent.hpp): it
 // waits in the guest until the guest is set up, as the user.
 int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, GuestAgent& agent,
                  const std::string& script, const SrunRelay* relay) {
     c.wait_for_flags_in = kGuestFlagDir;
     if (relay) c.srun_wake = std::string(kGuestFlagDir) + "/srun";
-    agent.start(remote_shell_command(c), script, c.pid_file);
+    // A script of usual size goes in the command itself (one argument of the
+    // user's shell: the kernel takes up to 128 KiB), a larger one on stdin.
+    GuestCommand inline_c = c;
+    inline_c.script = script;
+    std::string command = remote_shell_command(inline_c);
+    if (command.size() <= kMaxInlineCommand) agent.start(command, "", c.pid_file);
+    else agent.start(remote_shell_command(c), script, c.pid_file);
     forward_signals_to_pipe();
     SrunForward fwd;
     std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO, [&] {

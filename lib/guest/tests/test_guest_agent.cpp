@@ -138,6 +138,11 @@ struct Batch {
         if (svm::read_file_if_exists(c.pid_file, task) && !svm::trim(task).empty()) ::kill(-std::stoi(task), SIGKILL);
     }
     void start(const std::string& script) { host.start(svm::remote_shell_command(c), script, c.pid_file); }
+    // As slurm-vm-exec sends a script of usual size: in the command itself.
+    void start_inline(const std::string& script) {
+        c.script = script;
+        host.start(svm::remote_shell_command(c), "", c.pid_file);
+    }
     std::optional<int> wait(std::function<void()> tick = {}, int signal_fd = -1) {
         return host.wait(signal_fd, cap.out.get(), cap.err.get(), a.bounded(std::move(tick)));
     }
@@ -204,6 +209,23 @@ TEST_CASE("the guest's agent runs the batch script as the user: its output, stde
     CHECK(b.host.sync(20000) == 0);
     // The script's stdin, kept by the agent in its directory, is gone.
     CHECK(!svm::path_exists(b.a.dir.path() + "/stdin"));
+}
+
+TEST_CASE("the guest's agent runs a batch script written by the command itself, quotes and all", "[agent]") {
+    require_root();
+    Batch b;
+    const std::string script =
+        "#!/bin/sh\n# it's \"quoted\", with $HOME and \\backslashes\\ and `backticks`\n"
+        "echo 'single' \"double $1\"\nsed -n 2p \"$0\"\nexit 5";  // no newline at the end
+    b.start_inline(script);
+    std::optional<int> st = b.wait();
+    REQUIRE(st);
+    CHECK(*st == 5);
+    CHECK(b.cap.out_text() ==
+          "single double first arg\n# it's \"quoted\", with $HOME and \\backslashes\\ and `backticks`\n");
+    CHECK(b.cap.err_text().empty());
+    CHECK(b.a.started_lines() == "started\nended\n");
+    CHECK(!svm::path_exists(b.a.dir.path() + "/stdin"));  // none was sent
 }
 
 TEST_CASE("the guest's agent carries a signal to the task's process group", "[agent]") {
