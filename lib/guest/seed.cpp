@@ -191,9 +191,13 @@ std::string seed_no_motd_script(const std::string& pam_file) {
 std::string agent_script() {
     // $1 its command port, $2 stdout's, $3 stderr's, $4 the job's user, $5
     // its directory (root's, with the FIFO "srun"), $6 runuser, $7 setsid.
-    // The header: magic, nonce, lengths of the command and of its stdin, pid
-    // file. Few processes: each costs tens of milliseconds of an emulated
-    // guest's one busy vCPU.
+    // Its environment is already clean (seed_agent_script). The header:
+    // magic, nonce, lengths of the command and of its stdin, pid file. Few
+    // processes: each costs tens of milliseconds of an emulated guest's one
+    // busy vCPU. runuser in su's form ("-s SHELL -c CMD -- USER") starts the
+    // command in a session of its own and sets SHELL, HOME, USER and LOGNAME:
+    // no env or setsid to start. Not for root (util-linux keeps root's
+    // session): then setsid does, as before.
     return R"AGENT(exec 3<>"$1" 4<>"$2" 5<>"$3" || exit 1
 IFS=' ' read -r m n cl il pf <&3 || exit 0
 [ "$m" = SVM-AGENT-1 ] || exit 0
@@ -204,12 +208,14 @@ case "$pf" in /*) case "$pf" in *[!A-Za-z0-9._/-]*) exit 0;; esac;; *) exit 0;; 
 c=$(head -c "$cl" <&3; echo .); c=${c%.}
 i=/dev/null
 if [ "$il" -gt 0 ]; then i="$5/stdin"; (umask 077; head -c "$il" <&3 >"$i") && chown "$4" "$i" || exit 1; fi
-s=; while IFS=: read -r u _ _ _ _ _ sh; do [ "$u" = "$4" ] && s=$sh && break; done </etc/passwd
-[ -n "$s" ] || s=$(getent passwd "$4" | cut -d: -f7)
+s= id=; while IFS=: read -r u _ x _ _ _ sh; do [ "$u" = "$4" ] && s=$sh id=$x && break; done </etc/passwd
+if [ -z "$id" ]; then e=$(getent passwd "$4") && s=${e##*:} && id=${e#*:*:} && id=${id%%:*}; fi
 [ -x "$s" ] || s=/bin/sh
 exec 6<>"$5/srun" || exec 6</dev/null
 cd / && umask 022
-env -i PATH=/usr/local/bin:/usr/bin:/bin SHELL="$s" "$6" -u "$4" -- "$7" "$s" -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
+if [ "$id" != 0 ]; then "$6" -s "$s" -c "$c" -- "$4" <"$i" >&4 2>&5 3>&- 6>&- &
+else SHELL="$s" "$6" -u "$4" -- "$7" "$s" -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
+fi
 t=$!
 (while IFS=' ' read -r w a <&3; do
   [ "$w" = signal ] || continue
@@ -243,8 +249,9 @@ std::string seed_agent_script(const JobPlan& p) {
     s += " esac; done\n";
     s += "ru=$(command -v runuser) ss=$(command -v setsid)\n";
     s += "if [ -c \"$a\" ] && [ -c \"$ao\" ] && [ -c \"$ae\" ] && [ -n \"$ru\" ] && [ -n \"$ss\" ]; then\n";
-    s += "  \"$ss\" /bin/sh -c " + shell_quote(agent_script()) + " svm-agent \"$a\" \"$ao\" \"$ae\" " +
-         shell_quote(p.user) + " " + kGuestFlagDir + " \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n";
+    s += "  \"$ss\" env -i PATH=/usr/local/bin:/usr/bin:/bin /bin/sh -c " + shell_quote(agent_script()) +
+         " svm-agent \"$a\" \"$ao\" \"$ae\" " + shell_quote(p.user) + " " + kGuestFlagDir +
+         " \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n";
     s += "  log " + shell_quote(agent_marker(p)) + "\n";
     s += "fi\n";
     return s;

@@ -72,13 +72,15 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 // of runuser. A POSIX sh script, run as root with $1..$3 the three ports'
 // devices, $4 the job's user, $5 a directory of root's for the command's
 // stdin, with the FIFO "srun" (kGuestFlagDir), and $6, $7 the paths of
-// runuser and setsid. Its protocol, on the first port:
+// runuser and setsid; its environment only PATH. Its protocol, on the
+// first port:
 //   host -> guest: "SVM-AGENT-1 <nonce> <command bytes> <stdin bytes> <pid file>\n",
 //     the command (a shell command, GuestCommand's remote_shell_command),
 //     its stdin (a batch script too large to be written by the command
 //     itself; usually none); then "signal <NAME>\n" lines;
 //   the command runs as the user, through PAM (runuser: pam_limits, so
-//     memlock as for an SSH session), in a session of its own (setsid), its
+//     memlock as for an SSH session), in a session of its own (runuser's;
+//     setsid's for root, whose session runuser keeps), its
 //     user's login shell given "-c", environment: PATH, HOME, SHELL, USER,
 //     LOGNAME and what the command exports; stdout on the second port,
 //     stderr on the third;
@@ -93,7 +95,7 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 //     the port.
 std::string agent_script();
 // The user-data's start of the agent (in a session of its own, in the
-// background) as soon as the job's user exists, announced on the console
+// background, environment cleared) as soon as the job's user exists, announced on the console
 // (agent_marker). The command it is given waits for the flag "ready"
 // (GuestCommand::wait_for_flags_in), so the host may send it at once. A guest
 // without the ports, their driver (virtio_console), runuser or setsid says

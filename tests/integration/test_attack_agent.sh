@@ -7,8 +7,8 @@
 # (around the keeper), and both try to take the agent a second time once the
 # batch step has it. All fail; the batch script ran through the agent (the
 # keeper says so) once the guest was set up, with the limits of a PAM
-# session like an SSH login's; the job completes; nothing is left; nothing
-# drains.
+# session like an SSH login's, in a session of its own, with a login's
+# environment; the job completes; nothing is left; nothing drains.
 source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
@@ -16,6 +16,9 @@ cat >"$wd/job.sh" <<'SCRIPT'
 #!/bin/sh
 echo "script started, guest set up: $(test -e /run/slurm-vm/ready && echo yes || echo no)"
 echo "agent memlock: $(ulimit -l)"
+read -r pid _ _ _ _ sid _ </proc/$$/stat
+echo "session leader: $([ "$pid" = "$sid" ] && echo yes || echo "no ($pid in $sid)")"
+echo "environment: $(env | sed -n 's/=.*//p' | sort | tr '\n' ' ')"
 ml=""; i=0
 while [ -z "$ml" ] && [ $i -lt 60 ]; do  # the guest's sshd starts after the script may
     ml="$(ssh -o BatchMode=yes "$(hostname)" 'ulimit -l' 2>/dev/null)"; i=$((i+1)); [ -n "$ml" ] || sleep 1
@@ -44,6 +47,16 @@ agent_ml="$(sed -n 's/^agent memlock: //p' "$out")"
 ssh_ml="$(sed -n 's/^ssh memlock: //p' "$out")"
 [[ "$agent_ml" == unlimited && "$ssh_ml" == unlimited ]] ||
     fail "the agent's command has memlock '$agent_ml', an SSH login in the guest '$ssh_ml' (both should be unlimited)"
+
+# In a session of its own (signals reach its group), with a login's
+# variables and the job's, nothing of the guest's init or cloud-init.
+grep -q "^session leader: yes$" "$out" || fail "the batch script does not lead its session: $(grep '^session' "$out")"
+env_names="$(sed -n 's/^environment: //p' "$out")"
+for v in HOME LOGNAME PATH SHELL USER SLURM_JOB_ID; do
+    [[ " $env_names " == *" $v "* ]] || fail "the batch script lacks $v: $env_names"
+done
+other="$(tr ' ' '\n' <<<"$env_names" | grep -vxE '(HOME|LOGNAME|PATH|SHELL|USER|PWD|OLDPWD|SHLVL|_|LANG|LC_ALL|TZ|OMP_NUM_THREADS|(SLURM|SLURMD|OMPI|HYDRA)_[A-Za-z0-9_]*)?' || true)"
+[[ -z "$other" ]] || fail "the batch script got variables from the guest's own start: $other"
 
 dir="$SVM_STATE_ROOT/node1/job_$id"
 u() { as_user "$SVM_USER" sh -c "$1" >/dev/null 2>&1; }

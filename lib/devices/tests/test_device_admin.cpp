@@ -317,8 +317,10 @@ TEST_CASE("slurm-vm inventory and doctor: help, JSON, exit status", "[devices]")
     TempDir dir;
     std::string cfg = dir.path() + "/node.json";
     // Shares over 9p: the doctor's shares check needs no virtiofsd (Debian 13 has no QEMU one).
-    write_file_atomic(cfg,
-                      R"({"shares_via": "9p", "devices": {"gpus": [{"pci": "0000:3b:00.0", "nvidia_minor": 0}]}})");
+    // TCG guests and a KVM device of the test's own (absent): the host's
+    // /dev/kvm, present or not, is no part of this test.
+    write_file_atomic(cfg, R"({"shares_via": "9p", "domain_type": "qemu", "kvm_device": ")" + dir.path() +
+                               R"(/kvm", "devices": {"gpus": [{"pci": "0000:3b:00.0", "nvidia_minor": 0}]}})");
 
     auto help = run({kAdmin, "inventory", "--help"});
     CHECK(help.status == 0);

@@ -73,7 +73,7 @@ struct Agent {
         svm::SpawnOptions o;
         o.new_session = true;
         o.stdin_fd = o.stdout_fd = o.stderr_fd = svm::SpawnOptions::kNull;
-        o.env = std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+        o.env = std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin"};  // as the seed starts it
         pid = svm::spawn({"/bin/sh", "-c", svm::agent_script(), "svm-agent", ports[0].device, ports[1].device,
                           ports[2].device, root_name(), dir.path(), "/usr/sbin/runuser", "/usr/bin/setsid"},
                          o);
@@ -226,6 +226,23 @@ TEST_CASE("the guest's agent runs a batch script written by the command itself, 
     CHECK(b.cap.err_text().empty());
     CHECK(b.a.started_lines() == "started\nended\n");
     CHECK(!svm::path_exists(b.a.dir.path() + "/stdin"));  // none was sent
+}
+
+TEST_CASE("the guest's agent starts the script in a session of its own, with a login's few variables", "[agent]") {
+    require_root();
+    Batch b;
+    // The names of its environment, the shell's own left out, then whether
+    // it leads its session (signals reach its group).
+    b.start(
+        "#!/bin/sh\nenv | sed -n 's/=.*//p' | grep -vx 'PWD\\|OLDPWD\\|SHLVL\\|_' | sort | tr '\\n' ' '; echo\n"
+        "[ \"$(ps -o sid= -p $$)\" -eq $$ ] && echo leads its session\n");
+    std::optional<int> st = b.wait();
+    INFO("stdout: " << b.cap.out_text() << "stderr: " << b.cap.err_text());
+    REQUIRE(st == 0);
+    // Run as root here (runuser sets USER and LOGNAME for other users only;
+    // test_attack_agent checks the job's user's in a guest).
+    CHECK(b.cap.out_text() == "HOME PATH SHELL \nleads its session\n");
+    CHECK(b.cap.err_text().empty());
 }
 
 TEST_CASE("the guest's agent carries a signal to the task's process group", "[agent]") {

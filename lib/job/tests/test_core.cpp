@@ -225,10 +225,11 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("mkdir -p /run/sshd && chmod 0755 /run/sshd\n") < ud.find(svm::seed_sshd_start_script()));
     CHECK(ud.find("mkdir -p /run/sshd") == ud.rfind("mkdir -p /run/sshd"));
     // In a session of its own, detached from cloud-init's output (which
-    // waits for it), with the three ports and the job's user.
+    // waits for it), its environment only PATH (its command's too), with the
+    // three ports and the job's user.
     CHECK(
         agent.find(
-            "\"$ss\" /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
+            "\"$ss\" env -i PATH=/usr/local/bin:/usr/bin:/bin /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
             " svm-agent \"$a\" \"$ao\" \"$ae\" 'alice' /run/slurm-vm \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n") !=
         std::string::npos);
     CHECK(agent.find(svm::agent_marker(p)) != std::string::npos);
