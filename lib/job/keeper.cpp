@@ -416,6 +416,7 @@ private:
     using Failure = std::optional<std::string>;
     void ignore_job_signals();
     void report_failure(const GuestState& state, const std::string& why);
+    void publish_failure(const std::string& why);
     int fail(const std::string& why);
     std::string gone_why(const std::string& otherwise);
     std::string guest_gone_while_booting();
@@ -472,8 +473,8 @@ void Keeper::ignore_job_signals() {
     for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
 }
 
-// A failed or dead guest: the job learns why (state, read by the task
-// wrapper), the admin gets the console, the caller publishes the reason.
+// A failed or dead guest: the admin gets the console, the caller publishes
+// the reason, then the job learns it (state, read by the task wrapper).
 void Keeper::report_failure(const GuestState& state, const std::string& why) {
     // The user's copy of the console first: the task wrapper shows it once
     // it reads the state.
@@ -482,7 +483,6 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
     } catch (const Error& e) {
         log::warn("no copy of the console for the user: " + e.chain());
     }
-    write_guest_state(p_, state);
     log::error(why);
     try {
         std::string kept = log::keep_console(p_.console_log(), cfg_.log_dir, p_.node, p_.job_id);
@@ -490,6 +490,15 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
     } catch (const Error& e) {
         log::warn("the guest's console log was not kept: " + e.chain());
     }
+    // The record before the state: once the task wrapper reads the state it
+    // ends, the job ends with it, and Slurm takes no AdminComment update of
+    // an ended job (the batch step sees a dead guest's channels close at
+    // once; it waits for the state up to 5 s).
+    publish_failure(why);
+    write_guest_state(p_, state);
+}
+
+void Keeper::publish_failure(const std::string& why) {
     if (!o_.on_failure) return;
     *ready_cancelled_ = true;
     if (ready_publisher_.t.joinable()) ready_publisher_.t.join();
