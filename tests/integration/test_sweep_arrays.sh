@@ -116,19 +116,18 @@ guest() {
     echo "qemu=$qpid keeper=$kpid state=$(cat "$d/state" 2>/dev/null) files=$(find "$d" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tr '\n' ,)"
 }
 
-# Every guest up: the script started (its output) or, for a heterogeneous
-# component without the script, its guest ready.
+# Every guest up and settled: the script started (its output), and every
+# guest ready (the batch script, through the guest's agent, may start
+# before its guest's readiness: the state then goes from "login" to
+# "ready" by itself, and guest.json comes, while the sweep runs).
 for j in "${jobs[@]}"; do
     read -r id node out <<<"$j"
-    if [[ "$out" != - ]]; then
-        wait_output "$out" "^started job $id " "job $id in its guest" 600
-    else
-        end=$(( $(date +%s) + 600 ))
-        until [[ "$(cat "$SVM_STATE_ROOT/$node/job_$id/state" 2>/dev/null)" == ready ]]; do
-            (( $(date +%s) < end )) || fail "the guest of job $id on $node not ready after 600 s"
-            sleep 1
-        done
-    fi
+    [[ "$out" == - ]] || wait_output "$out" "^started job $id " "job $id in its guest" 600
+    end=$(( $(date +%s) + 600 ))
+    until [[ "$(cat "$SVM_STATE_ROOT/$node/job_$id/state" 2>/dev/null)" == ready ]]; do
+        (( $(date +%s) < end )) || fail "the guest of job $id on $node not ready after 600 s"
+        sleep 1
+    done
 done
 declare -A before
 for j in "${jobs[@]}"; do
