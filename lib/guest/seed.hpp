@@ -95,12 +95,12 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 //     the port.
 std::string agent_script();
 // The user-data's start of the agent (in a session of its own, in the
-// background, environment cleared) as soon as the job's user exists, announced on the console
-// (agent_marker). The command it is given waits for the flag "ready"
-// (GuestCommand::wait_for_flags_in), so the host may send it at once. A guest
-// without the ports, their driver (virtio_console), runuser or setsid says
-// nothing, and its first command goes over SSH once it is ready, like
-// every other.
+// background, environment cleared) as soon as the job's user exists,
+// announced on the console (agent_marker). The command it is given waits for
+// the flag "ready" (GuestCommand::wait_for_flags_in), so the host may send
+// it at once. A guest without the ports, their driver (virtio_console),
+// runuser or setsid says nothing, and its first command goes over SSH once
+// it is ready, like every other.
 std::string seed_agent_script(const JobPlan& p);
 // The console line that says the agent waits for the job's first command.
 std::string agent_marker(const JobPlan& p);
