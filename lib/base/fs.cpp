@@ -114,6 +114,19 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
     if (dir) ::fsync(dir.get());
 }
 
+void write_new_file(const std::string& path, const std::string& content, mode_t mode) {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!fd) SVM_THROW_ERRNO("create " + path);
+    if (::fchmod(fd.get(), mode) != 0) SVM_THROW_ERRNO("chmod " + path);
+    write_all(fd.get(), content, path);
+}
+
+std::string file_version_key(const struct stat& st) {
+    return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
+           std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
 void write_sysfs(const std::string& path, const std::string& value) {
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd) SVM_THROW_ERRNO("open " + path);

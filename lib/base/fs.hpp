@@ -2,6 +2,7 @@
 // resolved against a user's rights here: callers that touch user paths use
 // run_as (proc.hpp) instead.
 #pragma once
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <string>
@@ -18,6 +19,13 @@ bool read_file_if_exists(const std::string& path, std::string& out);
 std::string read_file_from(const std::string& path, int64_t offset, size_t max_bytes, int64_t* size);
 // Writes to path.tmp, fsyncs, renames over path, fsyncs the directory.
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode = 0644);
+// Creates path, which must not exist (nor be a symlink), with this content
+// and mode, and does not sync it: a scratch file that dies with its job.
+void write_new_file(const std::string& path, const std::string& content, mode_t mode);
+// The key of one version of a file: device, inode, size, modification and
+// change times (a file rewritten in place, even with its mtime put back, has
+// a new change time). For caches of what a file's content says.
+std::string file_version_key(const struct stat& st);
 // Plain write of an existing file (sysfs attributes and the like).
 void write_sysfs(const std::string& path, const std::string& value);
 // mkdir -p: the missing parents are made 0755, the directory itself `mode`.

@@ -206,7 +206,8 @@ void exec_in_path(const Prepared& p) {
 }
 
 // The child's half of spawn, in this order: signals, session, descriptors,
-// limits, identity, directory, exec. Async-signal-safe calls only.
+// network namespace, limits, identity, directory, exec. Async-signal-safe
+// calls only.
 [[noreturn]] void spawn_child(const Prepared& p) {
     const SpawnOptions& o = *p.o;
     spawn_signals(o);
@@ -220,6 +221,7 @@ void exec_in_path(const Prepared& p) {
         errno = EBADF;
         if (fd <= 2 || ::fcntl(fd, F_SETFD, 0) != 0) spawn_fail(o, "keep a descriptor: ");
     }
+    if (o.netns_fd >= 0 && ::setns(o.netns_fd, CLONE_NEWNET) != 0) spawn_fail(o, "setns: ");
     spawn_limits(o);
     spawn_identity(p);
     if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) {
@@ -352,6 +354,7 @@ SpawnOptions run_spawn_options(const std::vector<std::string>& argv, const RunOp
     s.clear_signal_mask = true;
     s.new_session = opts.new_session;
     s.keep_fds = opts.keep_fds;
+    s.netns_fd = opts.netns_fd;
     s.limit_cpu_s = opts.limit_cpu_s;
     s.limit_as_bytes = opts.limit_as_bytes;
     s.as = opts.as;

@@ -33,6 +33,7 @@ struct RunOptions {
     // Descriptors (each > 2) the command inherits at the same number: their
     // close-on-exec flag is cleared in the child only.
     std::vector<int> keep_fds;
+    int netns_fd = -1;  // a network namespace the command runs in (setns); -1: this thread's
 };
 
 struct RunResult {
@@ -82,6 +83,9 @@ struct SpawnOptions {
     // Descriptors (each > 2) the command inherits at the same number: their
     // close-on-exec flag is cleared in the child only.
     std::vector<int> keep_fds;
+    // A network namespace the child enters (setns) before anything else of
+    // its identity changes; -1: the calling thread's.
+    int netns_fd = -1;
     std::optional<unsigned long> limit_cpu_s;     // RLIMIT_CPU
     std::optional<unsigned long> limit_as_bytes;  // RLIMIT_AS
     // RLIMIT_NOFILE; where the hard limit may not be raised, up to it.

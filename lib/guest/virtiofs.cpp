@@ -17,6 +17,7 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "proc.hpp"
+#include "sha256.hpp"
 
 namespace svm {
 
@@ -109,12 +110,29 @@ VirtiofsdKind virtiofsd_kind_of_version(const std::string& out) {
               "\"): QEMU's (\"virtiofsd version 7...\") and the Rust one (\"virtiofsd 1...\") are known");
 }
 
-VirtiofsdKind virtiofsd_kind(const std::string& binary) {
+VirtiofsdKind virtiofsd_kind(const std::string& binary, const std::string& cache_dir) {
+    struct stat st;
+    std::string entry;
+    if (!cache_dir.empty() && ::stat(binary.c_str(), &st) == 0)
+        entry = path_join(cache_dir, sha256_hex("virtiofsd " + binary + " " + file_version_key(st)).substr(0, 32));
+    std::string kept;
+    try {
+        if (!entry.empty() && read_file_if_exists(entry, kept) && (trim(kept) == "qemu" || trim(kept) == "rust"))
+            return trim(kept) == "rust" ? VirtiofsdKind::rust : VirtiofsdKind::qemu;
+    } catch (const Error&) {
+    }
     RunOptions o;
     o.timeout_ms = 10000;
     RunResult r = run({binary, "--version"}, o);
     if (!r.ok()) SVM_THROW(binary + " --version failed: " + r.err);
-    return virtiofsd_kind_of_version(r.out.empty() ? r.err : r.out);
+    VirtiofsdKind kind = virtiofsd_kind_of_version(r.out.empty() ? r.err : r.out);
+    if (entry.empty()) return kind;
+    try {  // a cache that cannot be written costs time, not correctness
+        mkdir_p(cache_dir, 0700);
+        write_file_atomic(entry, kind == VirtiofsdKind::rust ? "rust\n" : "qemu\n", 0600);
+    } catch (const Error&) {
+    }
+    return kind;
 }
 
 std::string find_virtiofsd(const std::string& configured) {

@@ -48,8 +48,9 @@ struct VirtiofsdSpec {
 
 // The kind of the virtiofsd at `binary`, from its --version ("virtiofsd
 // version 7.2.x" is QEMU's, "virtiofsd 1.x" the Rust one); throws when it
-// does not run.
-VirtiofsdKind virtiofsd_kind(const std::string& binary);
+// does not run. With a cache_dir (root's, created 0700), asked once per
+// version of the program (fs.hpp file_version_key), not at every guest.
+VirtiofsdKind virtiofsd_kind(const std::string& binary, const std::string& cache_dir = "");
 VirtiofsdKind virtiofsd_kind_of_version(const std::string& version_output);
 
 // The command line (argv[0] is the mark); the socket is descriptor socket_fd.

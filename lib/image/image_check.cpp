@@ -128,6 +128,59 @@ std::string first_line(const std::string& s) {
     return printable(t, 300);
 }
 
+// Where qemu-img's verdict on this version, read as this format by this
+// qemu-img, is kept ("" without a cache).
+std::string verdict_entry(const ImagePolicy& policy, const struct stat& st, const ImageHeaderInfo& hdr) {
+    if (policy.verdict_cache_dir.empty()) return "";
+    std::string key =
+        sha256_hex("qemu-img verdict " + file_version_key(st) + " " + format_name(hdr.format) + " " + policy.qemu_img);
+    return path_join(policy.verdict_cache_dir, key.substr(0, 32));
+}
+
+// What a kept verdict says: the format and virtual size qemu-img agreed to.
+std::string verdict_line(const ImageHeaderInfo& hdr) {
+    return std::string(format_name(hdr.format)) + " " + std::to_string(hdr.virtual_size);
+}
+
+std::string read_verdict(const std::string& entry) {
+    std::string v;
+    try {
+        if (read_file_if_exists(entry, v)) return trim(v);
+    } catch (const Error&) {
+    }
+    return "";
+}
+
+// A cache that cannot be written costs time, not correctness.
+void keep_verdict(const std::string& dir, const std::string& entry, const ImageHeaderInfo& hdr) {
+    try {
+        mkdir_p(dir, 0700);
+        write_file_atomic(entry, verdict_line(hdr) + "\n", 0600);
+    } catch (const Error&) {
+    }
+}
+
+// qemu-img's reading of the image must agree with ours: no backing or data
+// file, no encryption, the same format and virtual size.
+void check_with_qemu_img(int fd, const ImageHeaderInfo& hdr, const std::string& shown, const ImagePolicy& policy,
+                         const std::optional<Credentials>& as) {
+    QemuImgInfo q = qemu_img_info(fd, hdr.format, shown, policy, as);
+    if (!q.backing_filename.empty() || !q.full_backing_filename.empty())
+        SVM_THROW(shown + " has a backing file (" +
+                  printable(q.backing_filename.empty() ? q.full_backing_filename : q.backing_filename) +
+                  ") according to qemu-img; flatten it with 'qemu-img convert -O qcow2 IN OUT'");
+    if (!q.data_file.empty())
+        SVM_THROW(shown + " has an external data file (" + printable(q.data_file) +
+                  ") according to qemu-img; rewrite it as a single file with 'qemu-img convert -O qcow2 IN OUT'");
+    if (q.encrypted)
+        SVM_THROW(shown +
+                  " uses qcow2 encryption, which is not supported; write a decrypted copy with 'qemu-img convert'");
+    if (q.format != format_name(hdr.format) || q.virtual_size != hdr.virtual_size)
+        SVM_THROW(shown + " reads as " + printable(q.format) + " of " + std::to_string(q.virtual_size) +
+                  " bytes to qemu-img but as " + format_name(hdr.format) + " of " + std::to_string(hdr.virtual_size) +
+                  " bytes to its header; rewrite it with 'qemu-img convert -O qcow2 IN OUT'");
+}
+
 ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy, const std::optional<Credentials>& as,
                      std::string real) {
     struct stat st;
@@ -151,26 +204,14 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
                   ", which exceeds this site's limit of " + format_size(policy.max_virtual_size) +
                   "; use a smaller image");
 
-    QemuImgInfo q = qemu_img_info(fd, hdr.format, shown, policy, as);
-    if (!q.backing_filename.empty() || !q.full_backing_filename.empty())
-        SVM_THROW(shown + " has a backing file (" +
-                  printable(q.backing_filename.empty() ? q.full_backing_filename : q.backing_filename) +
-                  ") according to qemu-img; flatten it with 'qemu-img convert -O qcow2 IN OUT'");
-    if (!q.data_file.empty())
-        SVM_THROW(shown + " has an external data file (" + printable(q.data_file) +
-                  ") according to qemu-img; rewrite it as a single file with 'qemu-img convert -O qcow2 IN OUT'");
-    if (q.encrypted)
-        SVM_THROW(shown +
-                  " uses qcow2 encryption, which is not supported; write a decrypted copy with 'qemu-img convert'");
-    if (q.format != format_name(hdr.format) || q.virtual_size != hdr.virtual_size)
-        SVM_THROW(shown + " reads as " + printable(q.format) + " of " + std::to_string(q.virtual_size) +
-                  " bytes to qemu-img but as " + format_name(hdr.format) + " of " + std::to_string(hdr.virtual_size) +
-                  " bytes to its header; rewrite it with 'qemu-img convert -O qcow2 IN OUT'");
-
+    std::string verdict = verdict_entry(policy, st, hdr);
+    bool known = !verdict.empty() && read_verdict(verdict) == verdict_line(hdr);
+    if (!known) check_with_qemu_img(fd, hdr, shown, policy, as);
     struct stat after;
     if (::fstat(fd, &after) != 0) SVM_THROW_ERRNO("fstat " + shown);
     if (identity_of(after) != identity_of(st))
         SVM_THROW(shown + " changed while it was being checked; submit again once nothing writes to it");
+    if (!known && !verdict.empty()) keep_verdict(policy.verdict_cache_dir, verdict, hdr);
 
     ImageInfo info;
     info.format = hdr.format;
@@ -369,10 +410,7 @@ std::string image_digest(int fd) {
 std::string cached_image_digest(int fd, const std::string& cache_dir) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    std::string key =
-        sha256_hex(std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) +
-                   " " + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
-                   std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec));
+    std::string key = sha256_hex(file_version_key(st));
     std::string entry = path_join(cache_dir, key.substr(0, 32));
     std::string cached;
     try {

@@ -29,6 +29,11 @@ struct ImagePolicy {
     unsigned long qemu_img_cpu_s = 10;                    // RLIMIT_CPU of qemu-img
     unsigned long qemu_img_as_bytes = uint64_t(1) << 30;  // RLIMIT_AS of qemu-img (it needs ~200 MiB)
     std::string qemu_img = "qemu-img";                    // program (looked up in a minimal PATH)
+    // Root's directory (created 0700) where qemu-img's verdict on a version of
+    // an image is kept (the key of cached_image_digest, with the format and the
+    // qemu-img program): a later check of the same version reads the header
+    // again but does not start qemu-img. Empty: qemu-img runs every time.
+    std::string verdict_cache_dir;
 };
 
 // What was checked: a later fstat of the same fd must give the same identity.

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -356,12 +357,12 @@ std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& 
 // the keeper ends, however it ends.
 class ShareServers {
 public:
-    void start(const JobPlan& p) {
+    void start(const JobPlan& p, const std::string& kind_cache) {
         if (p.virtiofsd.empty() || p.shares.empty()) return;
         UniqueFd log(::open(p.share_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
         if (!log) SVM_THROW_ERRNO("open " + p.share_log());
         Credentials user = credentials_for(p.uid, p.gid);
-        VirtiofsdKind kind = virtiofsd_kind(p.virtiofsd);
+        VirtiofsdKind kind = virtiofsd_kind(p.virtiofsd, kind_cache);
         for (size_t i = 0; i < p.shares.size(); ++i) {
             VirtiofsdSpec s{p.virtiofsd, p.shares[i], virtiofsd_mark(p.job_id, i), p.uid, p.gid, user.groups,
                             p.guest_gid, kind};
@@ -405,6 +406,35 @@ bool cap_console(const std::string& path, int64_t max_bytes) {
 
 namespace {
 
+// The job's embedded libvirt, connected from one CPU whose cached QEMU
+// capabilities libvirt will take as valid (libvirt_session.hpp); the guest
+// is created from that CPU too. What the cache held before, to tell after
+// the guest's creation whether libvirt probed QEMU.
+struct Libvirt {
+    ConnectPtr conn;
+    int cpu = -1;
+    std::string cpu_cache, caps_before;
+};
+
+Libvirt connect_libvirt(const std::string& root, const std::string& state_dir) {
+    CpuPin pin;
+    Libvirt l;
+    l.cpu = pin.cpu();
+    l.cpu_cache = path_join(state_dir, "libvirt-caps/cpu" + std::to_string(l.cpu));
+    try {
+        use_capabilities_cache(root, l.cpu_cache);
+    } catch (const Error& e) {
+        log::warn("the capabilities cache of CPU " + std::to_string(l.cpu) + " was not used: " + e.chain());
+    }
+    l.caps_before = capabilities_fingerprint(root);
+    l.conn = open_embed(root);
+    return l;
+}
+
+}  // namespace
+
+namespace {
+
 // One guest's life on this node, in steps. A step that fails returns the
 // sentence the job fails with; run() reports it (state, console, record).
 class Keeper {
@@ -423,6 +453,7 @@ private:
     Failure confine();
     Failure describe_guest();
     Failure enter_job_netns();
+    void start_connecting();
     Failure start_share_servers();
     Failure start_guest();
     void refresh_capabilities(const std::string& cpu_cache, const std::string& caps_before, int cpu);
@@ -458,6 +489,7 @@ private:
     bool caps_probed_ = false;
     bool record_published_ = false;
     ShareServers share_servers_;  // declared before the guest: the servers outlive it
+    std::future<Libvirt> connecting_;
     ConnectPtr conn_;
     DomainPtr dom_;
     std::shared_ptr<AgentChannels> agent_ = std::make_shared<AgentChannels>();
@@ -609,7 +641,7 @@ Keeper::Failure Keeper::enter_job_netns() {
 
 Keeper::Failure Keeper::start_share_servers() {
     try {
-        share_servers_.start(p_);
+        share_servers_.start(p_, path_join(cfg_.state_dir, "virtiofsd-kinds"));
     } catch (const Error& e) {
         return "node " + p_.node + " cannot serve the job's shares to its guest: " + e.chain();
     }
@@ -621,22 +653,25 @@ Keeper::Failure Keeper::start_share_servers() {
     return std::nullopt;
 }
 
-// Starts the guest, connecting from one CPU whose cached QEMU capabilities
-// libvirt will take as valid (libvirt_session.hpp).
+// libvirt's driver starts in tens of milliseconds (the host's sysinfo, the
+// capabilities cache): it is connected on a thread of its own while the
+// guest is described and its shares are served. Started once the keeper is
+// confined and in the job's network namespace, the thread (and libvirt's
+// own threads, which it starts) inherit both.
+void Keeper::start_connecting() {
+    connecting_ = std::async(std::launch::async, connect_libvirt, p_.embed_root(), cfg_.state_dir);
+}
+
+// Starts the guest from the CPU of the connection.
 Keeper::Failure Keeper::start_guest() {
     write_guest_state(p_, {GuestState::Phase::booting, ""});
-    CpuPin pin;
-    std::string cpu_cache = path_join(cfg_.state_dir, "libvirt-caps/cpu" + std::to_string(pin.cpu()));
-    try {
-        use_capabilities_cache(p_.embed_root(), cpu_cache);
-    } catch (const Error& e) {
-        log::warn("the capabilities cache of CPU " + std::to_string(pin.cpu()) + " was not used: " + e.chain());
-    }
-    std::string caps_before = capabilities_fingerprint(p_.embed_root());
     t0_ = now_ms();
     if (Failure f = start_share_servers()) return f;
+    Libvirt lv;
+    CpuPin pin;
     try {
-        conn_ = open_embed(p_.embed_root());
+        lv = connecting_.get();
+        conn_ = std::move(lv.conn);
         std::string why;
         dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
         if (!dom_ && spec_.hugepage_kib > 0 && p_.hugepages == "auto") {
@@ -656,7 +691,7 @@ Keeper::Failure Keeper::start_guest() {
     t_created_ = now_ms();
     pin.release();
     log::info("guest " + p_.domain_name + " created in " + std::to_string(t_created_ - t0_) + " ms");
-    refresh_capabilities(cpu_cache, caps_before, pin.cpu());
+    refresh_capabilities(lv.cpu_cache, lv.caps_before, lv.cpu);
     return std::nullopt;
 }
 
@@ -840,8 +875,10 @@ int Keeper::run() {
     if (o_.on_start) o_.on_start(p_);
     write_file_atomic(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
     ignore_job_signals();
-    for (auto step : {&Keeper::confine, &Keeper::describe_guest, &Keeper::enter_job_netns, &Keeper::start_guest,
-                      &Keeper::start_guest_access})
+    if (Failure f = confine()) return fail(*f);
+    if (Failure f = enter_job_netns()) return fail(*f);
+    start_connecting();
+    for (auto step : {&Keeper::describe_guest, &Keeper::start_guest, &Keeper::start_guest_access})
         if (Failure f = (this->*step)()) return fail(*f);
     bool ready = false;
     if (Failure f = wait_until_ready(ready)) return fail(*f);

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <set>
 
 #include "cgroup.hpp"
@@ -33,6 +35,7 @@
 #include "pci_device.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "sha256.hpp"
 #include "site_catalogue.hpp"
 #include "virtiofs.hpp"
 #include "vm_save.hpp"
@@ -137,6 +140,7 @@ ImagePolicy policy_of(const NodeConfig& cfg) {
     p.max_virtual_size = cfg.max_image_virtual_size;
     p.allowed_dirs = cfg.allowed_image_dirs;
     p.qemu_img = cfg.qemu_img;
+    p.verdict_cache_dir = path_join(cfg.state_dir, "image-checks");
     return p;
 }
 
@@ -268,14 +272,15 @@ static std::vector<std::string> underlay_addresses(const NetworkConfig& net, con
     return out;
 }
 
-// The job's own network segment on this node (lib/host/guest_net.hpp), recorded
-// before it is made; the guest's address and its peers into the plan.
-static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const std::vector<std::string>& nodes,
-                            JobPlan& p, Ledger& ledger) {
+// The job's own network segment on this node (lib/host/guest_net.hpp),
+// planned and recorded before it is made; the guest's address and its peers
+// into the plan. Nothing when the site gives guests no network of their own.
+static std::optional<JobSegment> plan_network(const NodeConfig& cfg, const JobRequest& req,
+                                              const std::vector<std::string>& nodes, JobPlan& p, Ledger& ledger) {
     const NetworkConfig& net = cfg.network;
     if (net.prefix.empty()) {
         p.peers.push_back({req.node, p.hostname, ""});
-        return;
+        return std::nullopt;
     }
     JobSegment s = plan_segment(req.job_id, p.node_index, nodes, underlay_addresses(net, nodes), net.prefix, net.netns,
                                 net.vxlan_port, net.mtu);
@@ -292,12 +297,26 @@ static void prepare_network(const NodeConfig& cfg, const JobRequest& req, const 
     p.netns = s.netns;
     p.mtu = s.mtu;
     ledger.record(JobNetChange{s.netns, s.underlay_netns, s.vxlan});
-    try {
-        setup_segment(s);
-    } catch (const VniInUse& e) {
-        // Another live job's, on this node: no fault of the node's.
-        SVM_REFUSE(e.message + "; resubmit the job");
-    }
+    return s;
+}
+
+// Makes the planned segment, on a thread of its own: its commands (ip,
+// bridge, nft) take tens of milliseconds, and no other step of the prolog
+// needs the segment made, only planned. The future's end is awaited before
+// the plan is written, and also when a step fails first (the destructor of
+// std::async's future waits), so that undoing never races the making.
+static std::future<void> make_network(const std::optional<JobSegment>& planned) {
+    return std::async(std::launch::async, [planned] {
+        if (!planned) return;
+        log::Steps t;
+        try {
+            setup_segment(*planned);
+        } catch (const VniInUse& e) {
+            // Another live job's, on this node: no fault of the node's.
+            SVM_REFUSE(e.message + "; resubmit the job");
+        }
+        t.done("prolog: the job's network segment, made beside the other steps");
+    });
 }
 
 namespace {
@@ -574,6 +593,27 @@ void check_fabric_and_hugepages(Preparation& s) {
                   ") but " + problem);
 }
 
+// qemu-img writes the same bytes for the same arguments (no name, time or
+// random number in a new qcow2 file): the node keeps one overlay per backing
+// path, format, size and qemu-img (root's, in state_dir), made on first use,
+// and a job's overlay is a copy of it, which costs no program's start.
+std::string overlay_template(const NodeConfig& cfg, const JobPlan& p) {
+    std::vector<std::string> argv = {cfg.qemu_img, "create", "-q", "-f",
+                                     "qcow2",      "-u",     "-F", p.image_format,
+                                     "-b",         p.image,  "",   std::to_string(p.image_virtual_size)};
+    std::string key;
+    for (const auto& a : argv) key += a + '\0';
+    std::string dir = path_join(cfg.state_dir, "overlays");
+    std::string tmpl = path_join(dir, sha256_hex(key).substr(0, 32));
+    if (path_exists(tmpl)) return tmpl;
+    mkdir_p(dir, 0700);
+    std::string made = tmpl + ".new." + std::to_string(::getpid());
+    argv[10] = made;
+    run_checked(argv);
+    if (::rename(made.c_str(), tmpl.c_str()) != 0) SVM_THROW_ERRNO("rename " + made);
+    return tmpl;
+}
+
 // The overlay: root-owned, backing format pinned, the user's image never
 // opened by root (-u: qemu-img does not open the backing file). On the
 // node's scratch space, in a directory of the job's own (recorded first,
@@ -586,8 +626,7 @@ void make_overlay(Preparation& s) {
     remove_tree(p.overlay_dir);
     if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
     chown_mode(p.overlay_dir, 0, s.qgid, 0710);
-    run_checked({s.cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image, p.overlay(),
-                 std::to_string(p.image_virtual_size)});
+    write_new_file(p.overlay(), read_file(overlay_template(s.cfg, p)), 0600);
     chown_mode(p.overlay(), 0, s.qgid, 0660);
 }
 
@@ -627,11 +666,11 @@ void prepare_guest(Preparation& s) {
     make_job_dir_for_user(s);
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
-    check_request_as_user(s);
-    s.steps.done("prolog: job directory, shares checked, image opened and checked as the user, digest");
     name_guest(s);
-    prepare_network(s.cfg, s.req, s.nodes, s.p, s.ledger);
-    s.steps.done("prolog: the job's network segment");
+    std::future<void> network = make_network(plan_network(s.cfg, s.req, s.nodes, s.p, s.ledger));
+    check_request_as_user(s);
+    s.steps.done(
+        "prolog: job directory, shares checked, network planned, image opened and checked as the user, digest");
     make_keys_and_identity(s);
     s.steps.done("prolog: keys and known_hosts");
     prepare_guest_devices(s);
@@ -644,8 +683,10 @@ void prepare_guest(Preparation& s) {
     s.steps.done("prolog: overlay");
     make_seed_and_console(s);
     make_libvirt_root(s);
+    s.steps.done("prolog: seed, console log, libvirt root, capabilities cache");
+    network.get();
     write_file_atomic(s.p.plan_file(), s.p.to_json(), 0644);
-    s.steps.done("prolog: seed, console log, libvirt root, capabilities cache, plan");
+    s.steps.done("prolog: the network segment awaited, plan");
     write_guest_state(s.p, {GuestState::Phase::prepared, ""});
 }
 

@@ -212,6 +212,33 @@ TEST_CASE("run: as another user, with limits, a session and a kept descriptor", 
     CHECK(r.err == "no-such-program-anywhere: No such file or directory\n");
 }
 
+TEST_CASE("run: in another network namespace, the caller's own left as it was", "[proc]") {
+    REQUIRE(::geteuid() == 0);
+    const std::string name = "svmtest-run-" + std::to_string(::getpid());
+    REQUIRE(svm::run({"ip", "netns", "add", name}).ok());
+    struct Removed {
+        std::string n;
+        ~Removed() { svm::run({"ip", "netns", "del", n}); }
+    } removed{name};
+    svm::UniqueFd ns(::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(ns);
+    struct stat want;
+    REQUIRE(::fstat(ns.get(), &want) == 0);
+    svm::RunOptions o;
+    o.netns_fd = ns.get();
+    auto r = svm::run({"stat", "-L", "-c", "%i", "/proc/self/ns/net"}, o);
+    REQUIRE(r.ok());
+    CHECK(svm::trim(r.out) == std::to_string(want.st_ino));
+    auto mine = svm::run({"stat", "-L", "-c", "%i", "/proc/self/ns/net"});
+    CHECK(svm::trim(mine.out) != std::to_string(want.st_ino));
+    // A descriptor that is no namespace: the child says which step failed.
+    svm::UniqueFd not_ns(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    o.netns_fd = not_ns.get();
+    r = svm::run({"/bin/true"}, o);
+    CHECK(r.status == 127);
+    CHECK(r.err == "/bin/true: setns: Invalid argument\n");
+}
+
 TEST_CASE("spawn: in a user namespace that root owns and the caller maps, with its capabilities", "[proc]") {
     REQUIRE(::geteuid() == 0);
     int ready[2], mapped[2];

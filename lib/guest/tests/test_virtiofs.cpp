@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "catch.hpp"
 
 #include "config.hpp"
@@ -162,6 +164,30 @@ TEST_CASE("the Rust virtiofsd: its options, the guest user as the namespace's ro
     CHECK(has("--translate-uid=map:2001:0:1"));
     CHECK(has("--translate-gid=map:3001:0:1"));
     CHECK_FALSE(has("-o"));  // QEMU's compatibility options: deprecated there
+}
+
+TEST_CASE("virtiofsd's kind is asked once per version of the program", "[virtiofs]") {
+    svm::test::TempDir t;
+    const std::string bin = t.path() + "/virtiofsd", runs = t.path() + "/runs", cache = t.path() + "/kinds";
+    svm::write_file_atomic(bin, "#!/bin/sh\necho run >> " + runs + "\necho 'virtiofsd 1.13.2'\n", 0755);
+    auto count = [&] {
+        std::string s;
+        svm::read_file_if_exists(runs, s);
+        return std::count(s.begin(), s.end(), '\n');
+    };
+    CHECK(svm::virtiofsd_kind(bin, cache) == svm::VirtiofsdKind::rust);
+    CHECK(svm::virtiofsd_kind(bin, cache) == svm::VirtiofsdKind::rust);
+    CHECK(count() == 1);
+    struct stat st;
+    REQUIRE(::stat(cache.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    // Another program at the same path (an upgrade): asked again.
+    svm::write_file_atomic(bin, "#!/bin/sh\necho run >> " + runs + "\necho 'virtiofsd version 7.2.22'\n", 0755);
+    CHECK(svm::virtiofsd_kind(bin, cache) == svm::VirtiofsdKind::qemu);
+    CHECK(count() == 2);
+    // Without a cache, every time.
+    CHECK(svm::virtiofsd_kind(bin) == svm::VirtiofsdKind::qemu);
+    CHECK(count() == 3);
 }
 
 TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the user's ptrace reach", "[virtiofs]") {

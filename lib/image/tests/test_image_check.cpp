@@ -503,3 +503,59 @@ TEST_CASE("image_digest is the sha256 of every byte; cached per file version", "
     ::unlink(f.c_str());
     svm::remove_tree(cache);
 }
+
+TEST_CASE("qemu-img's verdict is kept per file version, a refusal never", "[image]") {
+    auto& c = ImageCorpus::shared();
+    const std::string log = c.dir() + "/qemu-img-verdicts.log", cache = c.dir() + "/verdict-cache";
+    const std::string f = c.dir() + "/verdict.qcow2";
+    svm::test::make_file(log, "", 0, 0666);  // nobody's qemu-img appends too
+    svm::test::make_file(f, svm::read_file(c.path("good.qcow2")), 0, 0644);
+    auto runs = [&] {
+        std::string s = svm::read_file(log);
+        return std::count(s.begin(), s.end(), '\n');
+    };
+    auto policy = test_policy();
+    policy.verdict_cache_dir = cache;
+    policy.qemu_img = write_script(c.dir() + "/qemu-img-counter", "echo \"$@\" >> " + log + "\nexec qemu-img \"$@\"");
+
+    // First check: qemu-img runs (as the user) and its verdict is kept, root's only.
+    CHECK_NOTHROW(svm::open_image_as_user(f, nobody(), policy));
+    CHECK(runs() == 1);
+    struct stat cst;
+    REQUIRE(::stat(cache.c_str(), &cst) == 0);
+    CHECK((cst.st_mode & 0777) == 0700);
+    REQUIRE(svm::list_dir(cache).size() == 1);
+    // The same version again: our own header reading, no qemu-img.
+    svm::CheckedImage again = svm::open_image_as_user(f, nobody(), policy);
+    CHECK(runs() == 1);
+    CHECK(again.info.format == svm::ImageFormat::qcow2);
+    // Rewritten in place with its mtime put back: a new version, qemu-img again.
+    struct stat st;
+    REQUIRE(::fstat(again.fd.get(), &st) == 0);
+    ::usleep(20000);
+    {
+        svm::UniqueFd w(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
+        REQUIRE(::pwrite(w.get(), "\0", 1, st.st_size - 1) == 1);
+        struct timespec times[2] = {st.st_atim, st.st_mtim};
+        REQUIRE(::futimens(w.get(), times) == 0);
+    }
+    CHECK_NOTHROW(svm::open_image_as_user(f, nobody(), policy));
+    CHECK(runs() == 2);
+    CHECK(svm::list_dir(cache).size() == 2);
+
+    // qemu-img that refuses (here: a lying wrapper) leaves nothing kept, and
+    // is asked again next time.
+    const std::string g = c.dir() + "/verdict2.qcow2";
+    svm::test::make_file(g, svm::read_file(c.path("good.qcow2")), 0, 0644);
+    policy.qemu_img = write_script(c.dir() + "/qemu-img-liar-counted",
+                                   "echo \"$@\" >> " + log +
+                                       "\necho '{\"format\": \"qcow2\", \"virtual-size\": 67108864, "
+                                       "\"backing-filename\": \"/etc/shadow\"}'");
+    for (int i = 0; i < 2; ++i)
+        check_sentence(g, reason_of([&] { svm::open_image_as_user(g, nobody(), policy); }),
+                       "has a backing file (/etc/shadow) according to qemu-img");
+    CHECK(runs() == 4);
+    CHECK(svm::list_dir(cache).size() == 2);
+    for (const auto& p : {f, g, log}) ::unlink(p.c_str());
+    svm::remove_tree(cache);
+}
