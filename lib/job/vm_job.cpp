@@ -593,25 +593,48 @@ void check_fabric_and_hugepages(Preparation& s) {
                   ") but " + problem);
 }
 
-// qemu-img writes the same bytes for the same arguments (no name, time or
-// random number in a new qcow2 file): the node keeps one overlay per backing
-// path, format, size and qemu-img (root's, in state_dir), made on first use,
-// and a job's overlay is a copy of it, which costs no program's start.
-std::string overlay_template(const NodeConfig& cfg, const JobPlan& p) {
-    std::vector<std::string> argv = {cfg.qemu_img, "create", "-q", "-f",
-                                     "qcow2",      "-u",     "-F", p.image_format,
-                                     "-b",         p.image,  "",   std::to_string(p.image_virtual_size)};
-    std::string key;
-    for (const auto& a : argv) key += a + '\0';
+constexpr size_t kOverlayTemplates = 64;  // kept by the node: the most recently used
+
+// Drops the least recently used templates past kOverlayTemplates (a use
+// touches its template's mtime), and what a failed prolog left half made.
+void prune_overlay_templates(const std::string& dir) {
+    std::vector<std::pair<int64_t, std::string>> by_use;
+    for (const auto& name : list_dir(dir)) {
+        struct stat st;
+        std::string path = path_join(dir, name);
+        if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            by_use.emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, path);
+    }
+    if (by_use.size() <= kOverlayTemplates) return;
+    std::sort(by_use.begin(), by_use.end());
+    for (size_t i = 0; i + kOverlayTemplates < by_use.size(); ++i) ::unlink(by_use[i].second.c_str());
+}
+
+// A new overlay's bytes. qemu-img writes the same bytes for the same
+// arguments (no name, time or random number in a new qcow2 file): the node
+// keeps the overlay of each backing path, format, size and qemu-img (root's,
+// in state_dir), made on first use, and a job's overlay is a copy of it,
+// which costs no program's start.
+std::string overlay_bytes(const NodeConfig& cfg, const JobPlan& p) {
+    std::string size = std::to_string(p.image_virtual_size);
+    std::string key = cfg.qemu_img + '\0' + p.image_format + '\0' + p.image + '\0' + size;
     std::string dir = path_join(cfg.state_dir, "overlays");
     std::string tmpl = path_join(dir, sha256_hex(key).substr(0, 32));
-    if (path_exists(tmpl)) return tmpl;
+    std::string bytes;
+    try {
+        if (read_file_if_exists(tmpl, bytes)) {
+            ::utimensat(AT_FDCWD, tmpl.c_str(), nullptr, 0);  // recently used
+            return bytes;
+        }
+    } catch (const Error&) {  // unreadable: made again
+    }
     mkdir_p(dir, 0700);
     std::string made = tmpl + ".new." + std::to_string(::getpid());
-    argv[10] = made;
-    run_checked(argv);
-    if (::rename(made.c_str(), tmpl.c_str()) != 0) SVM_THROW_ERRNO("rename " + made);
-    return tmpl;
+    run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image, made, size});
+    bytes = read_file(made);
+    if (::rename(made.c_str(), tmpl.c_str()) != 0) ::unlink(made.c_str());
+    prune_overlay_templates(dir);
+    return bytes;
 }
 
 // The overlay: root-owned, backing format pinned, the user's image never
@@ -626,7 +649,7 @@ void make_overlay(Preparation& s) {
     remove_tree(p.overlay_dir);
     if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
     chown_mode(p.overlay_dir, 0, s.qgid, 0710);
-    write_new_file(p.overlay(), read_file(overlay_template(s.cfg, p)), 0600);
+    write_new_file(p.overlay(), overlay_bytes(s.cfg, p), 0600);
     chown_mode(p.overlay(), 0, s.qgid, 0660);
 }
 

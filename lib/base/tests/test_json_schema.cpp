@@ -58,7 +58,7 @@ TEST_CASE("schema: a keyword it does not check is refused, not ignored", "[schem
     CHECK(violation(R"({"$ref": "other.json"})", "{}") == "schema: cannot resolve $ref \"other.json\"");
 }
 
-TEST_CASE("schema: the shipped example and every valid device fixture pass; invalid fixtures fail", "[schema]") {
+TEST_CASE("schema: the shipped example and every valid device fixture pass, invalid fixtures fail", "[schema]") {
     svm::Json example = svm::json_load_file(kSource + "/etc/slurm-vm.json");
     CHECK(reason_of([&] { svm::validate_node_config(example.get()); }) == "");
     for (const char* kind : {"valid", "invalid"}) {

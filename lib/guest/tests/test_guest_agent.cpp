@@ -293,7 +293,7 @@ TEST_CASE("the guest's agent passes on the command's request for its srun relay"
     CHECK(!quiet.host.srun_asked());
 }
 
-TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unrun; a lost guest is said", "[agent]") {
+TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unrun, a lost guest is said", "[agent]") {
     require_root();
     {
         Batch b;

@@ -100,7 +100,7 @@ TEST_CASE("the guard holds the tap to the guest's own MAC and address", "[net]")
     CHECK(count_of(r, "iifname \"svmtap\" jump from_guest") == 2);       // forwarded and to the host
 }
 
-TEST_CASE("network configuration: underlay as a template or a map; old keys refused", "[net]") {
+TEST_CASE("network configuration: underlay as a template or a map, old keys refused", "[net]") {
     auto c = parse_config(R"({"network": {"prefix": "10.213.0.0/16", "underlay": {"a": "10.0.0.1"}, "mtu": 1400}})",
                           "a", "t");
     CHECK(c.network.underlay_hosts.at("a") == "10.0.0.1");

@@ -454,7 +454,7 @@ TEST_CASE("checking images leaves their bytes, owner, mode and mtime unchanged",
     }
 }
 
-TEST_CASE("image_digest is the sha256 of every byte; cached per file version", "[image]") {
+TEST_CASE("image_digest is the sha256 of every byte, cached per file version", "[image]") {
     auto& c = ImageCorpus::shared();
     auto independent = [](const std::string& content) {
         auto r = svm::run({"sha256sum"}, {.stdin_data = content});

@@ -102,7 +102,7 @@ TEST_CASE("ledger: recorded before, undone in reverse, idempotent", "[core]") {
     CHECK(svm::undo_all(l3, ok).empty());
 }
 
-TEST_CASE("guest addresses depend on the node index only; IPoIB's on the job too", "[core]") {
+TEST_CASE("guest addresses depend on the node index only, IPoIB's on the job too", "[core]") {
     auto a = svm::segment_address("10.213.0.0/16", 0);
     auto b = svm::segment_address("10.213.0.0/16", 300);
     CHECK(a.ip == "10.213.0.10");

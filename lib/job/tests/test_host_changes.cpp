@@ -72,7 +72,7 @@ TEST_CASE("host changes: recorded, read back from the ledger file, undone in rev
     svm::undo_change(s, {"overlay_dir", svm::OverlayDirChange{overlay}.to_json()});
 }
 
-TEST_CASE("host changes: the job's cgroups, left by its guest, are removed after it; other jobs' stay",
+TEST_CASE("host changes: the job's cgroups, left by its guest, are removed after it, other jobs' stay",
           "[host_changes]") {
     svm::test::TempDir tmp("svm-changes-cg");
     svm::NodeConfig cfg;

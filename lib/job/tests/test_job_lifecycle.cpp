@@ -4,9 +4,11 @@
 // after each record of the ledger (the prolog's one rollback point undoes
 // it); the prolog dying after each record (no rollback: the epilog then
 // undoes it); and the epilog run twice. Each time nothing of the job is left.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -110,7 +112,7 @@ std::vector<std::string> recorded_kinds(Node& n) {
 
 }  // namespace
 
-TEST_CASE("job lifecycle: prepared, then torn down to nothing; a second epilog changes nothing", "[lifecycle]") {
+TEST_CASE("job lifecycle: prepared, then torn down to nothing, a second epilog changes nothing", "[lifecycle]") {
     REQUIRE(geteuid() == 0);
     Node n;
     std::vector<std::string> kinds = recorded_kinds(n);
@@ -225,4 +227,56 @@ TEST_CASE("job lifecycle: the epilog of a plain job removes the empty cgroups Sl
     for (const auto& d :
          {svm::path_join(job, "step_extern"), svm::path_join(job, "step_batch"), job, other, parent, top})
         ::rmdir(d.c_str());  // deepest first; what is gone already fails harmlessly
+}
+
+TEST_CASE("job lifecycle: the overlay is qemu-img's, copied from the node's one for the image after the first job",
+          "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    auto prepare = [&] {
+        svm::PrologResult r = svm::prepare_job(n.cfg, n.req);
+        INFO(r.reason);
+        REQUIRE(r.status == svm::PrologStatus::prepared);
+        svm::JobPlan p =
+            svm::JobPlan::from_json(svm::read_file(svm::path_join(n.cfg.job_dir(kJob), "plan.json")), "plan");
+        std::string bytes = svm::read_file(p.overlay());
+        struct stat st;
+        REQUIRE(::stat(p.overlay().c_str(), &st) == 0);
+        CHECK((st.st_mode & 0777) == 0660);
+        CHECK(st.st_uid == 0);
+        CHECK(st.st_gid == n.cfg.job_gid(kJob));
+        CHECK(svm::teardown_job(n.cfg, kJob).empty());
+        return bytes;
+    };
+    std::string by_hand = svm::path_join(n.tmp.path(), "by-hand.qcow2");
+    svm::run_checked({n.cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2", "-b", n.req.image, by_hand,
+                      std::to_string(16 << 20)});
+    const std::string want = svm::read_file(by_hand);
+    const std::string dir = svm::path_join(n.cfg.state_dir, "overlays");
+    CHECK(prepare() == want);
+    auto kept = svm::list_dir(dir);
+    REQUIRE(kept.size() == 1);
+    struct stat st;
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    // The next job's overlay comes from the node's copy (planted here), not from qemu-img.
+    const std::string name = kept[0], tmpl = svm::path_join(dir, name);
+    svm::write_file_atomic(tmpl, "planted", 0644);
+    CHECK(prepare() == "planted");
+    // Gone (pruned, or removed by an admin): made again.
+    ::unlink(tmpl.c_str());
+    CHECK(prepare() == want);
+    // The node keeps the 64 most recently used; this job's is among them.
+    for (int i = 0; i < 70; ++i) {
+        std::string old = svm::path_join(dir, "old" + std::to_string(i));
+        svm::write_file_atomic(old, "x", 0644);
+        struct timespec t[2] = {{1000 + i, 0}, {1000 + i, 0}};
+        REQUIRE(::utimensat(AT_FDCWD, old.c_str(), t, 0) == 0);
+    }
+    ::unlink(tmpl.c_str());
+    CHECK(prepare() == want);
+    kept = svm::list_dir(dir);
+    CHECK(kept.size() == 64);
+    CHECK(std::find(kept.begin(), kept.end(), name) != kept.end());
+    CHECK(std::find(kept.begin(), kept.end(), "old0") == kept.end());
 }

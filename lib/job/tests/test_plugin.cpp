@@ -75,7 +75,7 @@ TEST_CASE("plugin: plugstack.conf takes config=FILE and nothing else", "[plugin]
           "unknown plugstack.conf argument \"debug\" (known: config=FILE)");
 }
 
-TEST_CASE("plugin: a job without --vm-image passes nothing on; VM options alone are refused", "[plugin]") {
+TEST_CASE("plugin: a job without --vm-image passes nothing on, VM options alone are refused", "[plugin]") {
     svm::test::TempDir d("svm-plugin");
     FakeHost host;
     svm::PluginOptions o;
@@ -168,7 +168,7 @@ TEST_CASE("plugin: find_plan picks this node's plan among the %n state directori
     CHECK(host.errors[0].find("missing.json") != std::string::npos);
 }
 
-TEST_CASE("plugin: a task of a VM job is wrapped in slurm-vm-exec; the batch step is marked", "[plugin]") {
+TEST_CASE("plugin: a task of a VM job is wrapped in slurm-vm-exec, the batch step is marked", "[plugin]") {
     svm::test::TempDir d("svm-plugin");
     FakeHost host;
     svm::PluginOptions o;
