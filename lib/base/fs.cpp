@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "sha256.hpp"
 
 namespace svm {
 
@@ -125,6 +126,27 @@ std::string file_version_key(const struct stat& st) {
     return std::to_string(st.st_dev) + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
            std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
            std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
+static std::string kept_entry(const std::string& dir, const std::string& key) {
+    return path_join(dir, sha256_hex(key).substr(0, 32));
+}
+
+std::string kept_value(const std::string& dir, const std::string& key) {
+    std::string v;
+    try {
+        if (read_file_if_exists(kept_entry(dir, key), v)) return trim(v);
+    } catch (const Error&) {
+    }
+    return "";
+}
+
+void keep_value(const std::string& dir, const std::string& key, const std::string& value) {
+    try {
+        mkdir_p(dir, 0700);
+        write_file_atomic(kept_entry(dir, key), value + "\n", 0600);
+    } catch (const Error&) {
+    }
 }
 
 void write_sysfs(const std::string& path, const std::string& value) {

@@ -26,6 +26,12 @@ void write_new_file(const std::string& path, const std::string& content, mode_t 
 // change times (a file rewritten in place, even with its mtime put back, has
 // a new change time). For caches of what a file's content says.
 std::string file_version_key(const struct stat& st);
+// A small cache of root's (one file per key, named by the key's hash, in dir,
+// created 0700) for what a version of a file says. A miss, or an entry that
+// cannot be read, reads as ""; an entry that cannot be written is dropped:
+// a cache costs time, not correctness.
+std::string kept_value(const std::string& dir, const std::string& key);
+void keep_value(const std::string& dir, const std::string& key, const std::string& value);
 // Plain write of an existing file (sysfs attributes and the like).
 void write_sysfs(const std::string& path, const std::string& value);
 // mkdir -p: the missing parents are made 0755, the directory itself `mode`.

@@ -17,7 +17,6 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "proc.hpp"
-#include "sha256.hpp"
 
 namespace svm {
 
@@ -112,26 +111,18 @@ VirtiofsdKind virtiofsd_kind_of_version(const std::string& out) {
 
 VirtiofsdKind virtiofsd_kind(const std::string& binary, const std::string& cache_dir) {
     struct stat st;
-    std::string entry;
+    std::string key;
     if (!cache_dir.empty() && ::stat(binary.c_str(), &st) == 0)
-        entry = path_join(cache_dir, sha256_hex("virtiofsd " + binary + " " + file_version_key(st)).substr(0, 32));
-    std::string kept;
-    try {
-        if (!entry.empty() && read_file_if_exists(entry, kept) && (trim(kept) == "qemu" || trim(kept) == "rust"))
-            return trim(kept) == "rust" ? VirtiofsdKind::rust : VirtiofsdKind::qemu;
-    } catch (const Error&) {
-    }
+        key = "virtiofsd " + binary + " " + file_version_key(st);
+    std::string kept = key.empty() ? "" : kept_value(cache_dir, key);
+    if (kept == "rust") return VirtiofsdKind::rust;
+    if (kept == "qemu") return VirtiofsdKind::qemu;
     RunOptions o;
     o.timeout_ms = 10000;
     RunResult r = run({binary, "--version"}, o);
     if (!r.ok()) SVM_THROW(binary + " --version failed: " + r.err);
     VirtiofsdKind kind = virtiofsd_kind_of_version(r.out.empty() ? r.err : r.out);
-    if (entry.empty()) return kind;
-    try {  // a cache that cannot be written costs time, not correctness
-        mkdir_p(cache_dir, 0700);
-        write_file_atomic(entry, kind == VirtiofsdKind::rust ? "rust\n" : "qemu\n", 0600);
-    } catch (const Error&) {
-    }
+    if (!key.empty()) keep_value(cache_dir, key, kind == VirtiofsdKind::rust ? "rust" : "qemu");
     return kind;
 }
 

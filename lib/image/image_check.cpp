@@ -128,36 +128,16 @@ std::string first_line(const std::string& s) {
     return printable(t, 300);
 }
 
-// Where qemu-img's verdict on this version, read as this format by this
-// qemu-img, is kept ("" without a cache).
-std::string verdict_entry(const ImagePolicy& policy, const struct stat& st, const ImageHeaderInfo& hdr) {
+// The key under which qemu-img's verdict on this version, read as this
+// format by this qemu-img, is kept ("" without a cache).
+std::string verdict_key(const ImagePolicy& policy, const struct stat& st, const ImageHeaderInfo& hdr) {
     if (policy.verdict_cache_dir.empty()) return "";
-    std::string key =
-        sha256_hex("qemu-img verdict " + file_version_key(st) + " " + format_name(hdr.format) + " " + policy.qemu_img);
-    return path_join(policy.verdict_cache_dir, key.substr(0, 32));
+    return "qemu-img verdict " + file_version_key(st) + " " + format_name(hdr.format) + " " + policy.qemu_img;
 }
 
 // What a kept verdict says: the format and virtual size qemu-img agreed to.
 std::string verdict_line(const ImageHeaderInfo& hdr) {
     return std::string(format_name(hdr.format)) + " " + std::to_string(hdr.virtual_size);
-}
-
-std::string read_verdict(const std::string& entry) {
-    std::string v;
-    try {
-        if (read_file_if_exists(entry, v)) return trim(v);
-    } catch (const Error&) {
-    }
-    return "";
-}
-
-// A cache that cannot be written costs time, not correctness.
-void keep_verdict(const std::string& dir, const std::string& entry, const ImageHeaderInfo& hdr) {
-    try {
-        mkdir_p(dir, 0700);
-        write_file_atomic(entry, verdict_line(hdr) + "\n", 0600);
-    } catch (const Error&) {
-    }
 }
 
 // qemu-img's reading of the image must agree with ours: no backing or data
@@ -204,14 +184,14 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
                   ", which exceeds this site's limit of " + format_size(policy.max_virtual_size) +
                   "; use a smaller image");
 
-    std::string verdict = verdict_entry(policy, st, hdr);
-    bool known = !verdict.empty() && read_verdict(verdict) == verdict_line(hdr);
+    std::string verdict = verdict_key(policy, st, hdr);
+    bool known = !verdict.empty() && kept_value(policy.verdict_cache_dir, verdict) == verdict_line(hdr);
     if (!known) check_with_qemu_img(fd, hdr, shown, policy, as);
     struct stat after;
     if (::fstat(fd, &after) != 0) SVM_THROW_ERRNO("fstat " + shown);
     if (identity_of(after) != identity_of(st))
         SVM_THROW(shown + " changed while it was being checked; submit again once nothing writes to it");
-    if (!known && !verdict.empty()) keep_verdict(policy.verdict_cache_dir, verdict, hdr);
+    if (!known && !verdict.empty()) keep_value(policy.verdict_cache_dir, verdict, verdict_line(hdr));
 
     ImageInfo info;
     info.format = hdr.format;
@@ -410,29 +390,13 @@ std::string image_digest(int fd) {
 std::string cached_image_digest(int fd, const std::string& cache_dir) {
     struct stat st;
     if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    std::string key = sha256_hex(file_version_key(st));
-    std::string entry = path_join(cache_dir, key.substr(0, 32));
-    std::string cached;
-    try {
-        if (read_file_if_exists(entry, cached)) {
-            cached = trim(cached);
-            if (cached.rfind("sha256:", 0) == 0 && cached.size() == 7 + 64) return cached;
-        }
-    } catch (const Error&) {
-    }
+    std::string key = file_version_key(st);
+    std::string cached = kept_value(cache_dir, key);
+    if (cached.rfind("sha256:", 0) == 0 && cached.size() == 7 + 64) return cached;
     std::string d = image_digest(fd);
     struct stat after;
     // Changed while it was read: the digest is of no one version; not kept.
-    if (::fstat(fd, &after) != 0 || after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
-        after.st_mtim.tv_nsec != st.st_mtim.tv_nsec || after.st_size != st.st_size ||
-        after.st_ctim.tv_sec != st.st_ctim.tv_sec || after.st_ctim.tv_nsec != st.st_ctim.tv_nsec)
-        return d;
-    try {
-        mkdir_p(cache_dir, 0700);
-        write_file_atomic(entry, d + "\n", 0600);
-    } catch (const Error&) {
-        // A cache that cannot be written costs time, not correctness.
-    }
+    if (::fstat(fd, &after) == 0 && file_version_key(after) == key) keep_value(cache_dir, key, d);
     return d;
 }
 

@@ -431,10 +431,6 @@ Libvirt connect_libvirt(const std::string& root, const std::string& state_dir) {
     return l;
 }
 
-}  // namespace
-
-namespace {
-
 // One guest's life on this node, in steps. A step that fails returns the
 // sentence the job fails with; run() reports it (state, console, record).
 class Keeper {
