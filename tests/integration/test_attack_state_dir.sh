@@ -81,6 +81,20 @@ u "head -c1 /proc/$q/mem" && fail "$SVM_USER read QEMU's memory"
 o "cat '$dir/plan.json'" && fail "$SVM_USER2 read job $id's plan"
 o "cat '$dir/state'" && fail "$SVM_USER2 read job $id's state"
 o "cat '$dir/domain.xml'" && fail "$SVM_USER2 read job $id's domain"
+# The node's caches of what an image version and virtiofsd say (a kept
+# qemu-img verdict lets a later job skip qemu-img; a kept overlay becomes the
+# next job's): root's alone, neither readable nor writable by a user, so no
+# user can plant a verdict or an overlay.
+caches=(image-checks overlays)
+[[ "$(cluster_setting shares_via virtiofs)" == virtiofs ]] && caches+=(virtiofsd-kinds)
+for c in "${caches[@]}"; do
+    cd_="$SVM_STATE_ROOT/node1/$c"
+    [[ "$(stat -c '%U %a' "$cd_" 2>/dev/null)" == "root 700" ]] ||
+        fail "$cd_ is not root's 0700 after job $id: $(stat -c '%U %a' "$cd_" 2>&1)"
+    u "ls '$cd_'" && fail "$SVM_USER listed the node's cache $cd_"
+    u "touch '$cd_/planted'" && fail "$SVM_USER planted a file in the node's cache $cd_"
+    u "cat '$cd_'/*" && fail "$SVM_USER read the node's cache $cd_"
+done
 # The console stayed within its cap (plus the 64 KiB kept and a line).
 size=$(stat -c %s "$dir/console.log")
 (( size <= (cap_kib + 80) * 1024 )) || fail "the console log grew to $size bytes (cap ${cap_kib} KiB)"
