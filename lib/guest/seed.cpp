@@ -54,8 +54,8 @@ std::string wait_for_netdevs(const std::string& var, const std::string& pattern,
     for (int i = 1; i <= tries; ++i) count += (i > 1 ? " " : "") + std::to_string(i);
     s += in + "for i in " + count + "; do\n";
     s += in + "  for d in /sys/class/net/*; do\n";
-    s += in + "    case \"$(cat \"$d/address\" 2>/dev/null)\" in " + pattern + ") " + var + "=\"${" + var + ":+$" +
-         var + " }${d##*/}\" ;; esac\n";
+    s += in + "    a=; read -r a <\"$d/address\" 2>/dev/null\n";
+    s += in + "    case \"$a\" in " + pattern + ") " + var + "=\"${" + var + ":+$" + var + " }${d##*/}\" ;; esac\n";
     s += in + "  done\n";
     s += in + "  [ -n \"$" + var + "\" ] && break; sleep 0.5\n";
     s += in + "done\n";
@@ -147,16 +147,23 @@ std::string seed_irq_script(const JobPlan& p) {
     return s;
 }
 
-std::string seed_shares_script(const JobPlan& p) {
+std::string seed_shares_script(const JobPlan& p, const std::string& filesystems) {
     if (p.shares.empty()) return "";
     auto q = shell_quote;
     bool vfs = p.shares_via == "virtiofs";
     std::string fs = vfs ? "virtiofs" : "9p";
     std::string s;
     s += "# The job's shares (" + fs + ").\n";
-    s += vfs ? "modprobe virtiofs 2>/dev/null\n" : "modprobe 9pnet_virtio 2>/dev/null; modprobe 9p 2>/dev/null\n";
+    // The kernel's file systems read by the shell (no process); the module
+    // loaded only when missing.
+    s += "svm_fs() { while read -r a b; do [ \"$a\" = \"$1\" ] || [ \"$b\" = \"$1\" ] && return 0; done "
+         "<" +
+         shell_quote(filesystems) + "; return 1; }\n";
+    s += vfs ? "svm_fs virtiofs || modprobe virtiofs 2>/dev/null\n"
+             : "{ svm_fs 9p && [ -d /sys/module/9pnet_virtio ]; } || { modprobe 9pnet_virtio; modprobe 9p; } "
+               "2>/dev/null\n";
     // An image whose kernel cannot mount them fails the job at once, saying so.
-    s += "grep -qw " + fs + " /proc/filesystems || fail " +
+    s += "svm_fs " + fs + " || fail " +
          q("the image's kernel has no " + fs + " file system (" +
            (vfs ? "CONFIG_VIRTIO_FS: every current distribution kernel has it as the module virtiofs"
                 : "CONFIG_9P_FS and CONFIG_NET_9P_VIRTIO: Debian's cloud and RHEL-family kernels lack them; the site "
@@ -166,8 +173,8 @@ std::string seed_shares_script(const JobPlan& p) {
     for (size_t i = 0; i < p.shares.size(); ++i) {
         std::string tag = "svmshare" + std::to_string(i);
         std::string opts = vfs ? "-t virtiofs" : "-t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none";
-        s += "mkdir -p " + q(p.shares[i]) + " && mount " + opts + " " + tag + " " + q(p.shares[i]) + " || fail " +
-             q("cannot mount " + p.shares[i] + " (" + fs + ")") + "\n";
+        s += "{ [ -d " + q(p.shares[i]) + " ] || mkdir -p " + q(p.shares[i]) + "; } && mount " + opts + " " + tag +
+             " " + q(p.shares[i]) + " || fail " + q("cannot mount " + p.shares[i] + " (" + fs + ")") + "\n";
     }
     return s;
 }
@@ -240,7 +247,7 @@ std::string seed_agent_script(const JobPlan& p) {
     std::string s;
     s += "# The job's first command, without SSH: the guest's agent on the serial ports " +
          std::string(kAgentPortNames[0]) + "* (see seed.hpp).\n";
-    s += "modprobe virtio_console 2>/dev/null\n";
+    s += "[ -d /sys/module/virtio_console ] || modprobe virtio_console 2>/dev/null\n";
     s += "a= ao= ae=\n";
     s += "for v in /sys/class/virtio-ports/*; do read -r nm <\"$v/name\" 2>/dev/null || continue; case \"$nm\" in";
     const char* vars[kAgentPorts] = {"a", "ao", "ae"};
@@ -257,6 +264,112 @@ std::string seed_agent_script(const JobPlan& p) {
     return s;
 }
 
+namespace {
+
+// A file's whole content as one `printf` of the shell (a builtin: no process).
+std::string write_file_line(const std::string& path, const std::string& content) {
+    return "printf %s " + shell_quote(content) + " >" + path + "\n";
+}
+
+// What the job's commands need of SSH as clients (mpirun logging into the
+// other guests): the job's key, its guests' host keys, the settings.
+std::string ssh_client_script(const JobPlan& p, const SeedKeys& k) {
+    std::string s;
+    s += "install -d -m 0755 /etc/ssh/slurm-vm /etc/ssh/sshd_config.d /etc/ssh/ssh_config.d\n";
+    s += write_file_line("/etc/ssh/ssh_known_hosts", k.known_hosts);
+    s += "umask 077\n";
+    s += write_file_line("/etc/ssh/slurm-vm/id_ed25519", k.user_private);
+    s += "umask 022\n";
+    s += "chown " + std::to_string(p.uid) + ":" + std::to_string(p.gid) + " /etc/ssh/slurm-vm/id_ed25519\n";
+    s += write_file_line("/etc/ssh/ssh_config.d/slurm-vm.conf",
+                         "Host *\n"
+                         "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
+                         "  StrictHostKeyChecking yes\n"
+                         "  GlobalKnownHostsFile /etc/ssh/ssh_known_hosts\n"
+                         "  UserKnownHostsFile /dev/null\n"
+                         "  KexAlgorithms " +
+                             std::string(kGuestKex) +
+                             "\n"
+                             "  LogLevel ERROR\n");
+    return s;
+}
+
+// What sshd needs: the guests' host key, the job's authorized key, its
+// settings, no MOTD, its privilege separation directory. Keys live outside
+// the user's home (which may be the user's real home, shared).
+std::string ssh_server_script(const SeedKeys& k) {
+    std::string s;
+    s += "umask 077\n";
+    s += write_file_line("/etc/ssh/slurm-vm/ssh_host_ed25519_key", k.host_private);
+    s += "umask 022\n";
+    s += write_file_line("/etc/ssh/slurm-vm/ssh_host_ed25519_key.pub", trim(k.host_public) + "\n");
+    s += write_file_line("/etc/ssh/slurm-vm/authorized_keys", trim(k.user_public) + "\n");
+    s += write_file_line("/etc/ssh/sshd_config.d/slurm-vm.conf",
+                         "HostKey /etc/ssh/slurm-vm/ssh_host_ed25519_key\n"
+                         "AuthorizedKeysFile /etc/ssh/slurm-vm/authorized_keys\n"
+                         "PasswordAuthentication no\n"
+                         "KbdInteractiveAuthentication no\n"
+                         "PermitRootLogin no\n"
+                         "UseDNS no\n");
+    s += seed_no_motd_script();
+    s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
+         "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
+    s += "[ -d /run/sshd ] || mkdir -p -m 0755 /run/sshd\n";  // sshd's privilege separation
+    return s;
+}
+
+// The guest's NIC, found by its MAC whatever the image names it, gets the
+// job's address (one `ip` for both steps).
+std::string network_script(const JobPlan& p) {
+    if (p.ip.empty()) return "";
+    auto q = shell_quote;
+    std::string addr = p.ip + "/" + std::to_string(p.prefix_len);
+    std::string s = wait_for_netdevs("nic", p.mac, 20, "");
+    s += "nic=${nic%% *}\n";
+    s += "[ -n \"$nic\" ] || fail \"no network interface with MAC " + p.mac + "\"\n";
+    s += "printf 'link set dev %s up\\naddr replace %s dev %s\\n' \"$nic\" " + q(addr) +
+         " \"$nic\" | ip -batch - || fail \"cannot give $nic the address " + addr + "\"\n";
+    if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
+    return s;
+}
+
+}  // namespace
+
+std::string seed_user_script(const JobPlan& p, const std::string& passwd, const std::string& group) {
+    auto q = shell_quote;
+    std::string uid = std::to_string(p.uid), gid = std::to_string(p.gid);
+    std::string s;
+    // svm_find FILE FIELD VALUE: the first field (the name) of the line whose
+    // FIELD-th field (1 or 3) is VALUE, in $o.
+    s += "svm_find() { o=; while IFS=: read -r n _ i _; do if [ \"$2\" = 1 ]; then i=$n; fi; "
+         "[ \"$i\" = \"$3\" ] && o=$n && return 0; done <\"$1\"; return 1; }\n";
+    if (p.uid >= 1000 || p.gid >= 1000)
+        s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do "
+             "n=$((n - 1)); done; echo $n; }\n";
+    if (p.uid >= 1000)
+        s += "svm_find " + q(passwd) + " 3 " + uid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.user) +
+             " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " + uid + ")\"\n";
+    if (p.gid >= 1000)
+        s += "svm_find " + q(group) + " 3 " + gid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.group) +
+             " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " + gid + ")\"\n";
+    s += "svm_find " + q(group) + " 3 " + gid + " || groupadd -g " + gid + " " + q(p.group) + " || getent group " +
+         gid + " >/dev/null || fail groupadd\n";
+    s += "svm_find " + q(passwd) + " 1 " + q(p.user) + " || useradd -M -d " + q(p.home) + " -u " + uid + " -g " + gid +
+         " -s /bin/bash " + q(p.user) + " || getent passwd " + q(p.user) + " >/dev/null || fail useradd\n";
+    return s;
+}
+
+std::string seed_hosts_script(const JobPlan& p, const std::string& files) {
+    std::string hosts;
+    for (const auto& peer : p.peers)
+        hosts += (peer.fabric_ip.empty() ? peer.ip : peer.fabric_ip) + " " + peer.hostname + " # slurm-vm\n";
+    std::string s;
+    s += "svm_hosts() { h=; while IFS= read -r l || [ -n \"$l\" ]; do case \"$l\" in *'# slurm-vm') ;; *) h=\"$h$l\n\" "
+         ";; esac; done <\"$1\"; printf '%s%s' \"$h\" \"$2\" >\"$1\"; }\n";
+    s += "for hf in " + files + "; do if [ -f \"$hf\" ]; then svm_hosts \"$hf\" " + shell_quote(hosts) + "; fi; done\n";
+    return s;
+}
+
 std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     auto q = shell_quote;
     std::string s;
@@ -264,7 +377,10 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // network stage, before sshd and the image's other services start (a
     // user-data script would wait for all of them: about 12 s of a stock
     // image's boot under emulation). Later modules of that stage still run
-    // after it: see the hosts and sshd lines below.
+    // after it: see the hosts and sshd lines below. Under emulation every
+    // process costs tens of milliseconds of the guest's one busy vCPU: what
+    // the job's first command needs comes first, with the shell's builtins
+    // where they do; what only sshd needs comes after the flag "ready".
     s += "#cloud-boothook\n";
     s += "#!/bin/sh\n";
     s += "# slurm-vm: per-boot settings of the guest of job " + std::to_string(p.job_id) + " on " + p.node + ".\n";
@@ -272,11 +388,13 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += "log() { echo \"slurm-vm: $*\" >/dev/ttyS0 2>/dev/null || echo \"slurm-vm: $*\"; }\n";
     std::string flags = kGuestFlagDir;
-    // The host's entropy (domain_xml.cpp) first: an image without udev
-    // would not load its driver, and sshd waits until the kernel is seeded.
-    s += "modprobe virtio_rng 2>/dev/null\n";
-    s += "rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags + "/go " + flags + "/srun " +
-         flags + "/started\n";
+    // The host's entropy (domain_xml.cpp): an image without udev would not
+    // load its driver, and SSH waits until the kernel is seeded. First when
+    // the job's first command logs into the other guests, else with sshd.
+    const std::string rng = "[ -d /sys/module/virtio_rng ] || modprobe virtio_rng 2>/dev/null\n";
+    if (p.peers.size() > 1) s += rng;
+    s += "[ -e " + flags + " ] && rm -rf " + flags + "; mkdir -p -m 0755 " + flags + " && mkfifo -m 0666 " + flags +
+         "/go " + flags + "/srun " + flags + "/started\n";
     // Opened read-write: never blocks; the first command holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
     s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
@@ -284,88 +402,19 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // The job's traffic goes where the peers' hostnames point: the IPoIB
     // addresses when the job has a fabric, else the bridge's. Also in
     // cloud-init's hosts templates, which an image with manage_etc_hosts
-    // renders into /etc/hosts after this script.
-    s += "for hf in /etc/hosts /etc/cloud/templates/hosts.*.tmpl; do [ -f \"$hf\" ] || continue\n";
-    s += "sed -i '/# slurm-vm$/d' \"$hf\"\n";
-    for (const auto& peer : p.peers)
-        s += "echo " + q((peer.fabric_ip.empty() ? peer.ip : peer.fabric_ip) + " " + peer.hostname + " # slurm-vm") +
-             " >>\"$hf\"\n";
-    s += "done\n";
-    // The job's user and group, same ids as on the host. A stock cloud image's
-    // default user (e.g. "debian" with uid and gid 1000: cloud-init makes it
-    // after this script on an instance's first boot, so it exists here only in
-    // an image saved from an earlier guest or built with it) may hold the
-    // job's ids: it is moved to free ids
-    // (deleting it would break cloud-init's later modules, which look it up).
-    // Only ordinary accounts (ids >= 1000) are moved, never system ones.
-    if (p.uid >= 1000 || p.gid >= 1000)
-        s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do n=$((n - "
-             "1)); "
-             "done; echo $n; }\n";
-    if (p.uid >= 1000)
-        s += "o=$(getent passwd " + std::to_string(p.uid) +
-             " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " + q(p.user) +
-             " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " + std::to_string(p.uid) +
-             ")\"\n";
-    if (p.gid >= 1000)
-        s += "o=$(getent group " + std::to_string(p.gid) +
-             " | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = " + q(p.group) +
-             " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " +
-             std::to_string(p.gid) + ")\"\n";
-    s += "getent group " + std::to_string(p.gid) + " >/dev/null || groupadd -g " + std::to_string(p.gid) + " " +
-         q(p.group) + " || fail groupadd\n";
-    s += "getent passwd " + q(p.user) + " >/dev/null || useradd -M -d " + q(p.home) + " -u " + std::to_string(p.uid) +
-         " -g " + std::to_string(p.gid) + " -s /bin/bash " + q(p.user) + " || fail useradd\n";
+    // renders into /etc/hosts after this script. Earlier lines of ours go
+    // (a saved image's); the file is rewritten in place by the shell.
+    s += seed_hosts_script(p);
+    s += seed_user_script(p);
     s += seed_agent_script(p);  // needs only the user
-    // Keys live outside the user's home (which may be the user's real home, shared).
-    s += "install -d -m 0755 /etc/ssh/slurm-vm /etc/ssh/sshd_config.d /etc/ssh/ssh_config.d\n";
-    s += "umask 077\n";
-    s += "cat >/etc/ssh/slurm-vm/ssh_host_ed25519_key <<'SVM_EOF'\n" + k.host_private + "SVM_EOF\n";
-    s += "umask 022\n";
-    s += "echo " + q(trim(k.host_public)) + " >/etc/ssh/slurm-vm/ssh_host_ed25519_key.pub\n";
-    s += "echo " + q(trim(k.user_public)) + " >/etc/ssh/slurm-vm/authorized_keys\n";
-    s += "cat >/etc/ssh/ssh_known_hosts <<'SVM_EOF'\n" + k.known_hosts + "SVM_EOF\n";
-    s += "umask 077\n";
-    s += "cat >/etc/ssh/slurm-vm/id_ed25519 <<'SVM_EOF'\n" + k.user_private + "SVM_EOF\n";
-    s += "umask 022\n";
-    s += "chown " + std::to_string(p.uid) + ":" + std::to_string(p.gid) + " /etc/ssh/slurm-vm/id_ed25519\n";
-    s += "cat >/etc/ssh/sshd_config.d/slurm-vm.conf <<'SVM_EOF'\n"
-         "HostKey /etc/ssh/slurm-vm/ssh_host_ed25519_key\n"
-         "AuthorizedKeysFile /etc/ssh/slurm-vm/authorized_keys\n"
-         "PasswordAuthentication no\n"
-         "KbdInteractiveAuthentication no\n"
-         "PermitRootLogin no\n"
-         "UseDNS no\n"
-         "SVM_EOF\n";
-    s += seed_no_motd_script();
-    s += "grep -q '^Include /etc/ssh/sshd_config.d' /etc/ssh/sshd_config 2>/dev/null || "
-         "sed -i '1i Include /etc/ssh/sshd_config.d/*.conf' /etc/ssh/sshd_config\n";
-    s += "mkdir -p /run/sshd && chmod 0755 /run/sshd\n";  // sshd's privilege separation
-    s += "cat >/etc/ssh/ssh_config.d/slurm-vm.conf <<'SVM_EOF'\n"
-         "Host *\n"
-         "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
-         "  StrictHostKeyChecking yes\n"
-         "  GlobalKnownHostsFile /etc/ssh/ssh_known_hosts\n"
-         "  UserKnownHostsFile /dev/null\n"
-         "  KexAlgorithms " +
-         std::string(kGuestKex) +
-         "\n"
-         "  LogLevel ERROR\n"
-         "SVM_EOF\n";
-    // Network: the NIC is found by its MAC, whatever the image names it.
-    if (!p.ip.empty()) {
-        s += wait_for_netdevs("nic", p.mac, 20, "");
-        s += "nic=${nic%% *}\n";
-        s += "[ -n \"$nic\" ] || fail \"no network interface with MAC " + p.mac + "\"\n";
-        s += "ip link set \"$nic\" up\n";
-        s += "ip addr replace " + q(p.ip + "/" + std::to_string(p.prefix_len)) + " dev \"$nic\"\n";
-        if (!p.gateway.empty()) s += "ip route replace default via " + q(p.gateway) + " 2>/dev/null || true\n";
-    }
+    s += ssh_client_script(p, k);
+    s += network_script(p);
     s += seed_fabric_script(p);
     s += seed_irq_script(p);
     s += seed_shares_script(p);
-    s += "[ -n " + q(p.workdir) + " ] && mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
-         std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null\n";
+    if (!p.workdir.empty())
+        s += "[ -d " + q(p.workdir) + " ] || { mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
+             std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null; }\n";
     // The job's first command needs no daemon: it may start while the
     // daemon does. The marker (the keeper's readiness, then TCP 22) comes
     // after it.
@@ -376,6 +425,8 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += "exec 7<>" + flags + "/started\n";
     s += ": >" + flags + "/ready; svm_wake; log " + q(set_up_marker(p)) + "\n";
     s += "[ -e " + flags + "/taken ] && read _ <&7; exec 7<&-\n";
+    if (p.peers.size() <= 1) s += rng;
+    s += ssh_server_script(k);
     s += seed_sshd_start_script();
     s += "log " + q(ready_marker(p)) + "\n";
     return s;

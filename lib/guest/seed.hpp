@@ -31,9 +31,27 @@ std::string seed_irq_script(const JobPlan& p);
 // by its port GUID and gives it the address; "" without a fabric.
 std::string seed_fabric_script(const JobPlan& p);
 // Mounts the plan's shares (virtio-fs or 9p, plan.shares_via) at their host
-// paths; a kernel without that file system fails the boot with a sentence
-// saying what the image lacks.
-std::string seed_shares_script(const JobPlan& p);
+// paths (made when missing); the file system's module is loaded when the
+// kernel's list (`filesystems`, read by the shell) lacks it, and a kernel
+// still without it fails the boot with a sentence saying what the image lacks.
+std::string seed_shares_script(const JobPlan& p, const std::string& filesystems = "/proc/filesystems");
+// The peers' lines ("<address> <hostname> # slurm-vm") in each of `files`
+// (shell words: a pattern's files that exist): earlier lines of ours go (an
+// image saved from an earlier guest), the file is rewritten in place by the
+// shell's builtins (no process), anything else in it kept.
+std::string seed_hosts_script(const JobPlan& p,
+                              const std::string& files = "/etc/hosts /etc/cloud/templates/hosts.*.tmpl");
+// The job's user and group, same ids as on the host. A stock cloud image's
+// default user (e.g. "debian" with uid and gid 1000: cloud-init makes it
+// after this script on an instance's first boot, so it exists here only in
+// an image saved from an earlier guest or built with it) may hold the job's
+// ids: it is moved to free ids (deleting it would break cloud-init's later
+// modules, which look it up). Only ordinary accounts (ids >= 1000) are
+// moved, never system ones. The image's files are read by the shell itself
+// (no process); an account only NSS knows (LDAP) makes groupadd or useradd
+// refuse, and getent then says it exists. Needs fail() (seed_user_data).
+std::string seed_user_script(const JobPlan& p, const std::string& passwd = "/etc/passwd",
+                             const std::string& group = "/etc/group");
 // Turns off PAM's dynamic message of the day for SSH sessions in the guest
 // (comments out pam_motd in the guest's copy of pam_file): it runs
 // /etc/update-motd.d on every session, so on every srun step and every

@@ -205,10 +205,12 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
     // A stock image's default user (cloud-init's, uid/gid 1000 or any ordinary
     // ids) holding the job's ids is moved away, before the job's user is made.
-    CHECK(ud.find("o=$(getent passwd 2001 | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || usermod -u") <
+    CHECK(ud.find("svm_find '/etc/passwd' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || usermod -u") <
           ud.find("useradd -M"));
-    CHECK(ud.find("o=$(getent group 2001 | cut -d: -f1); [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
+    CHECK(ud.find("svm_find '/etc/group' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
           ud.find("groupadd -g 2001"));
+    CHECK(ud.find(svm::seed_user_script(p)) != std::string::npos);
+    CHECK(ud.find(svm::seed_hosts_script(p)) < ud.find(svm::seed_user_script(p)));
     // sshd is (re)started with the job's configuration before the marker.
     CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
     CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
@@ -219,11 +221,11 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     // made anew first, "ready" before the daemon starts, the marker after it.
     std::string agent = svm::seed_agent_script(p);
     CHECK(ud.find(agent) > ud.find("useradd -M"));
-    CHECK(ud.find(agent) < ud.find("ip addr replace"));
+    CHECK(ud.find(agent) < ud.find("addr replace %s dev %s"));
     CHECK(ud.find(agent) < ud.find(svm::seed_sshd_start_script()));
     // sshd's privilege separation directory, made once, before the daemon.
-    CHECK(ud.find("mkdir -p /run/sshd && chmod 0755 /run/sshd\n") < ud.find(svm::seed_sshd_start_script()));
-    CHECK(ud.find("mkdir -p /run/sshd") == ud.rfind("mkdir -p /run/sshd"));
+    CHECK(ud.find("[ -d /run/sshd ] || mkdir -p -m 0755 /run/sshd\n") < ud.find(svm::seed_sshd_start_script()));
+    CHECK(ud.find("mkdir -p -m 0755 /run/sshd") == ud.rfind("mkdir -p -m 0755 /run/sshd"));
     // In a session of its own, detached from cloud-init's output (which
     // waits for it), its environment only PATH (its command's too), with the
     // three ports and the job's user.
@@ -236,8 +238,8 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(agent.find("org.slurm-vm.agent) a=") != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent-out) ao=") != std::string::npos);
     CHECK(agent.find("org.slurm-vm.agent-err) ae=") != std::string::npos);
-    CHECK(ud.find("rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 /run/slurm-vm/go "
-                  "/run/slurm-vm/srun /run/slurm-vm/started\n") < ud.find("fail()"));
+    CHECK(ud.find("[ -e /run/slurm-vm ] && rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 "
+                  "/run/slurm-vm/go /run/slurm-vm/srun /run/slurm-vm/started\n") < ud.find("fail()"));
     CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
     // The flag, then the console line that says so (the VM record is published then).
     const std::string flag = ": >/run/slurm-vm/ready; svm_wake; log " + svm::shell_quote(svm::set_up_marker(p)) + "\n";
@@ -250,10 +252,36 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     // The first command does not wait for the daemon; readiness does.
     CHECK(ud.find(flag) < ud.find(svm::seed_sshd_start_script()));
     CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find(flag) > ud.find("ip addr replace"));
+    CHECK(ud.find(flag) > ud.find("addr replace %s dev %s"));
     CHECK(ud.find(flag) > ud.find("mkdir -p '/home/alice/run dir'"));
-    // The host's entropy first.
+    // What the job's first command needs comes before the flag: the SSH
+    // client's key and settings (mpirun); what only sshd needs, after it.
+    for (const char* before :
+         {"/etc/ssh/ssh_known_hosts\n", "/etc/ssh/slurm-vm/id_ed25519\n", "/etc/ssh/ssh_config.d/slurm-vm.conf\n",
+          "chown 2001:2001 /etc/ssh/slurm-vm/id_ed25519"}) {
+        INFO(before);
+        CHECK(ud.find(before) < ud.find(flag));
+    }
+    for (const char* after :
+         {"/etc/ssh/slurm-vm/ssh_host_ed25519_key\n", "/etc/ssh/slurm-vm/authorized_keys\n",
+          "/etc/ssh/sshd_config.d/slurm-vm.conf\n", "pam_motd", "Include /etc/ssh/sshd_config.d", "/run/sshd"}) {
+        INFO(after);
+        CHECK(ud.find(after) > ud.find(flag));
+        CHECK(ud.find(after) < ud.find(svm::seed_sshd_start_script()));
+    }
+    // The files' bytes as before (printf of the shell, no process).
+    CHECK(ud.find("printf %s " + svm::shell_quote(k.user_private) + " >/etc/ssh/slurm-vm/id_ed25519\n") !=
+          std::string::npos);
+    CHECK(ud.find("printf %s 'ssh-ed25519 AAAAuser c\n' >/etc/ssh/slurm-vm/authorized_keys\n") != std::string::npos);
+    // The host's entropy first when the first command logs into the other
+    // guests (two nodes here), else with sshd (one node).
     CHECK(ud.find("modprobe virtio_rng") < ud.find(agent));
+    auto one = p;
+    one.peers.resize(1);
+    std::string ud1 = svm::seed_user_data(one, k);
+    CHECK(ud1.find("modprobe virtio_rng") > ud1.find(flag));
+    CHECK(ud1.find("modprobe virtio_rng") < ud1.find(svm::seed_sshd_start_script()));
+    CHECK(ud1.find("modprobe virtio_rng") == ud1.rfind("modprobe virtio_rng"));
     // A machine without the ports (this one; modprobe is a stand-in): nothing
     // started, nothing said.
     svm::test::TempDir bin("svm-bin");
@@ -338,6 +366,89 @@ TEST_CASE("seed: PAM's dynamic MOTD is off for the guest's SSH sessions, nothing
     CHECK(svm::run({"/bin/sh", "-c", svm::seed_no_motd_script(none)}).status == 0);
     CHECK_FALSE(svm::path_exists(none));
     CHECK(svm::seed_user_data(sample_plan(), {}).find(svm::seed_no_motd_script()) != std::string::npos);
+}
+
+TEST_CASE("seed: the peers' lines replace earlier ones in the hosts files, the rest is kept", "[core]") {
+    svm::test::TempDir d("svm-hosts");
+    std::string hosts = svm::path_join(d.path(), "hosts"), tmpl = svm::path_join(d.path(), "hosts.debian.tmpl");
+    // A saved image's file: an earlier job's lines, a last line without newline.
+    svm::write_file_atomic(
+        hosts, "127.0.0.1 localhost\n10.213.9.9 old-vm # slurm-vm\n::1 ip6-localhost\n192.0.2.7 x\\y", 0644);
+    svm::write_file_atomic(tmpl, "## template:jinja\n127.0.0.1 {{fqdn}}\n", 0644);
+    auto p = sample_plan();
+    std::string files = svm::shell_quote(hosts) + " " + svm::shell_quote(d.path()) + "/hosts.*.tmpl " +
+                        svm::shell_quote(d.path()) + "/absent";
+    std::string script = svm::seed_hosts_script(p, files);
+    REQUIRE(svm::run({"/bin/sh", "-c", script}).status == 0);
+    const std::string ours = "10.213.43.10 node1-vm # slurm-vm\n10.213.43.11 node2-vm # slurm-vm\n";
+    CHECK(svm::read_file(hosts) == "127.0.0.1 localhost\n::1 ip6-localhost\n192.0.2.7 x\\y\n" + ours);
+    CHECK(svm::read_file(tmpl) == "## template:jinja\n127.0.0.1 {{fqdn}}\n" + ours);
+    CHECK_FALSE(svm::path_exists(svm::path_join(d.path(), "absent")));
+    // Every boot: the same file again.
+    REQUIRE(svm::run({"/bin/sh", "-c", script}).status == 0);
+    CHECK(svm::read_file(tmpl) == "## template:jinja\n127.0.0.1 {{fqdn}}\n" + ours);
+    // A fabric: the peers' IPoIB addresses.
+    p.peers[1].fabric_ip = "10.214.43.11";
+    REQUIRE(svm::run({"/bin/sh", "-c", svm::seed_hosts_script(p, svm::shell_quote(hosts))}).status == 0);
+    CHECK(svm::read_file(hosts).find("10.214.43.11 node2-vm # slurm-vm\n") != std::string::npos);
+    CHECK(svm::read_file(hosts).find("10.213.43.11") == std::string::npos);
+}
+
+namespace {
+// seed_user_script against the image's files `passwd` and `group`, with
+// stand-ins for the account tools that log their calls; `tools` sets what
+// each of them exits with (shell lines, e.g. "useradd=9").
+std::string user_script_calls(const std::string& passwd, const std::string& group, const std::string& tools = "") {
+    svm::test::TempDir d("svm-users");
+    std::string bin = svm::path_join(d.path(), "bin"), log = svm::path_join(d.path(), "calls");
+    svm::mkdir_p(bin, 0755);
+    std::string p_file = svm::path_join(d.path(), "passwd"), g_file = svm::path_join(d.path(), "group");
+    // usermod -u N NAME and groupmod -g N NAME change the id in the file.
+    auto renumber = [](const std::string& file) {
+        return "sed -i \"s/^$3:\\([^:]*\\):[^:]*:/$3:\\1:$2:/\" " + svm::shell_quote(file) + "\n";
+    };
+    for (const char* tool : {"groupadd", "useradd", "usermod", "groupmod", "getent"}) {
+        std::string t = tool;
+        std::string effect = t == "usermod" ? renumber(p_file) : t == "groupmod" ? renumber(g_file) : "";
+        svm::write_file_atomic(svm::path_join(bin, t),
+                               "#!/bin/sh\necho \"" + t + " $*\" >>" + svm::shell_quote(log) + "\n" + tools +
+                                   "\neval \"rc=\\${" + t + ":-0}\"\n[ \"$rc\" = 0 ] && " +
+                                   (effect.empty() ? ":\n" : effect) + "exit $rc\n",
+                               0755);
+    }
+    // No account of NSS unless `tools` says so: getent finds none by default.
+    svm::write_file_atomic(p_file, passwd, 0644);
+    svm::write_file_atomic(g_file, group, 0644);
+    std::string script = "PATH=" + bin + ":$PATH\nfail() { echo \"failed: $*\" >>" + svm::shell_quote(log) +
+                         "; exit 1; }\n" + svm::seed_user_script(sample_plan(), p_file, g_file);
+    svm::run({"/bin/sh", "-c", script});
+    std::string calls;
+    svm::read_file_if_exists(log, calls);
+    return calls;
+}
+}  // namespace
+
+TEST_CASE("seed: the job's user is made unless the image has it, and a default user holding its ids moves", "[core]") {
+    const std::string base = "root:x:0:0:root:/root:/bin/bash\n";
+    const std::string groups = "root:x:0:\n";
+    // Neither exists: the group, then the user, with the host's ids.
+    CHECK(user_script_calls(base, groups, "getent=2") ==
+          "groupadd -g 2001 alice\nuseradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\n");
+    // Both in the image's files (a saved image): no program runs at all.
+    CHECK(user_script_calls(base + "alice:x:2001:2001::/home/alice:/bin/bash\n", groups + "alice:x:2001:\n") == "");
+    // The image's default user holds the ids: moved to free ones first.
+    CHECK(user_script_calls(base + "debian:x:2001:2001::/home/debian:/bin/bash\n", groups + "debian:x:2001:\n",
+                            "getent=2") ==
+          "getent passwd 59999\ngetent group 59999\nusermod -u 59999 debian\n"
+          "getent passwd 59999\ngetent group 59999\ngroupmod -g 59999 debian\n"
+          "groupadd -g 2001 alice\nuseradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\n");
+    // Accounts only NSS knows (LDAP): the tools refuse, getent finds them, no failure.
+    CHECK(user_script_calls(base, groups, "groupadd=4 useradd=9") ==
+          "groupadd -g 2001 alice\ngetent group 2001\n"
+          "useradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\ngetent passwd alice\n");
+    // A refusal nobody explains fails the boot, saying which tool.
+    CHECK(user_script_calls(base, groups + "alice:x:2001:\n", "useradd=1 getent=2") ==
+          "useradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\ngetent passwd alice\nfailed: useradd\n");
 }
 
 TEST_CASE("the remote command recreates the task's environment and directory", "[core]") {

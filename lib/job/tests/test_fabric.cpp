@@ -59,10 +59,10 @@ TEST_CASE("with a fabric, the guests' names resolve to their IPoIB addresses and
     svm::SeedKeys k{"ssh-ed25519 AAAA u", "PRIVATE", "HOSTPRIVATE", "ssh-ed25519 AAAA h",
                     "node1-vm ssh-ed25519 AAAA h\n"};
     std::string ud = svm::seed_user_data(p, k);
-    CHECK(ud.find("'10.214.43.11 node2-vm # slurm-vm'") != std::string::npos);
+    CHECK(ud.find("10.214.43.11 node2-vm # slurm-vm\n") != std::string::npos);
     CHECK(ud.find("10.213.43.11 node2-vm") == std::string::npos);
     // The bridge NIC keeps its address (the host's SSH reaches the guest there).
-    CHECK(ud.find("ip addr replace '10.213.43.10/16'") != std::string::npos);
+    CHECK(ud.find("addr replace %s dev %s\\n' \"$nic\" '10.213.43.10/16' \"$nic\" | ip -batch -") != std::string::npos);
     std::string f = svm::seed_fabric_script(p);
     CHECK(f.find("in *02:c9:00:00:00:03:00:01) ib=") != std::string::npos);
     CHECK(f.find("ip addr replace '10.214.43.10/16' dev \"$ib\"") != std::string::npos);
