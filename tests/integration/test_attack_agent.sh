@@ -72,9 +72,12 @@ o "socat -u OPEN:/dev/null UNIX-CONNECT:$dir/agent-take.sock" && fail "$SVM_USER
 o "socat -u OPEN:/dev/null UNIX-CONNECT:$dir/ssh.sock" && fail "$SVM_USER2 connected to the job's SSH socket"
 # The agent served the batch step: a second take by the job's user gets "0"
 # and no channel; a second session goes over TCP (the guest's sshd answers).
-again="$(as_user "$SVM_USER" timeout 20 socat -T 5 - UNIX-CONNECT:"$dir/agent-take.sock" </dev/null 2>/dev/null)"
+# socat's stdin is empty: -t keeps it waiting for the answer after that
+# end (0.5 s by default: less than an emulated guest's sshd may take to
+# send its banner on a busy machine).
+again="$(as_user "$SVM_USER" timeout 20 socat -t 5 -T 5 - UNIX-CONNECT:"$dir/agent-take.sock" </dev/null 2>/dev/null)"
 [[ "$again" == 0 ]] || fail "a second take of the agent by the job's user got \"$again\", not 0"
-banner="$(as_user "$SVM_USER" timeout 20 socat -T 15 - UNIX-CONNECT:"$dir/ssh.sock" </dev/null 2>/dev/null | head -c 8)"
+banner="$(as_user "$SVM_USER" timeout 20 socat -t 15 -T 15 - UNIX-CONNECT:"$dir/ssh.sock" </dev/null 2>/dev/null | head -c 8)"
 [[ "$banner" == SSH-2.0- ]] || fail "a second connection of the job's user got no SSH banner (\"$banner\")"
 [[ "$(grep -c "the job's first command takes the guest agent's serial channels" "$jlog")" == 1 ]] ||
     fail "the agent's channels were handed out more than once: $jlog"
