@@ -88,13 +88,18 @@ std::string remote_shell_command(const GuestCommand& c) {
     if (!exe.empty()) s += "chmod 700" + exe + " || exit 1; ";
     if (!c.wait_for_peers.empty()) {
         // In parallel, one login each with the guest's own SSH settings (the
-        // job's key, its guests' host keys), as mpirun will log in.
+        // job's key, its guests' host keys), as mpirun will log in. Bounded
+        // by the clock (the kernel's uptime, read by the shell), not by
+        // tries: a try at a guest that does not answer waits out ssh's
+        // ConnectTimeout.
+        std::string wait_s = std::to_string(std::max(1, c.peer_wait_s));
         s += "for h in";
         for (const auto& h : c.wait_for_peers) s += " " + shell_quote(h);
-        s += "; do (i=0; until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
-             "i=$((i+1)); [ $i -ge " +
-             std::to_string(std::max(1, c.peer_wait_s)) +
-             " ] && { echo \"slurm-vm: guest $h does not accept logins\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
+        s += "; do (read t _ </proc/uptime; e=$((${t%.*} + " + wait_s +
+             ")); until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
+             "read t _ </proc/uptime; [ ${t%.*} -ge $e ] && { echo \"slurm-vm: guest $h does not accept logins "
+             "(waited " +
+             wait_s + " s)\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
     }
     if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";

@@ -77,7 +77,40 @@ wait_job() {
             *) echo "$s"; return 0 ;;
         esac
     done
-    fail "job $id still $(job_field "$id" JobState) after ${t}s"
+    job_report "$id"
+    fail "job $id still $(job_field "$id" JobState) after ${t}s (its report above)"
+}
+
+# job_report ID: what a stuck job was doing, on stderr, for a failure that
+# may not come back: Slurm's view of the job and its steps, its output so
+# far, and per node the tails of slurm-vm's log and the guest's console,
+# and the job's processes.
+job_report() {
+    local id="$1" out n f log_dir
+    log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
+    {
+        echo "----- job $id: scontrol show job"
+        scontrol show job "$id" 2>&1 || true
+        echo "----- job $id: steps"
+        squeue -s -j "$id" -o '%i %j %M %N' 2>&1 || true
+        out="$(job_field "$id" StdOut)"
+        echo "----- job $id: ${out:-its output} (last 40 lines)"
+        [[ -n "$out" ]] && tail -n 40 -- "$out" 2>&1
+        for n in "${SVM_NODES[@]}"; do
+            f="$log_dir/$n/job_$id.log"
+            [[ -e "$f" ]] || continue
+            echo "----- job $id on $n: $f (last 40 lines)"
+            tail -n 40 -- "$f" 2>&1
+            f="$SVM_STATE_ROOT/$n/job_$id/console.log"
+            [[ -e "$f" ]] || f="$log_dir/$n/job_$id.console.log"
+            echo "----- job $id on $n: $f (last 30 lines)"
+            tail -n 30 -- "$f" 2>&1
+        done
+        echo "----- processes of slurm-vm, ssh and srun"
+        ps -eo pid,ppid,etimes,args | grep -E "slurm-vm|ssh |srun|qemu" |
+            grep -vE "grep|slurmctld|slurmd |slurmdbd|mariadbd|docker-registry" | cut -c1-240
+        echo "----- end of job $id's report"
+    } >&2 || true
 }
 
 # wait_state ID STATE TIMEOUT

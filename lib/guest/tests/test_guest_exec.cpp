@@ -108,7 +108,32 @@ TEST_CASE("the batch script waits until the job's other guests accept logins", "
     o.stdin_data = "#!/bin/sh\necho ran\n";
     r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
     CHECK(r.out == "ran\n");
-    CHECK(r.err.find("slurm-vm: guest never does not accept logins") != std::string::npos);
+    CHECK(r.err.find("slurm-vm: guest never does not accept logins (waited 2 s)") != std::string::npos);
+}
+
+TEST_CASE("the wait for the job's other guests is bounded by time, not by tries", "[exec]") {
+    svm::test::TempDir tmp("svm-peers-slow");
+    std::string d = tmp.path();
+    // A stand-in for ssh at a guest that does not answer: each try waits out
+    // a connect timeout (here 3 s) before it fails.
+    svm::write_file_atomic(d + "/ssh", "#!/bin/sh\necho x >>\"" + d + "/tries\"\nsleep 3\nexit 255\n", 0755);
+    svm::GuestCommand c;
+    c.argv = {"/home/u/job.sh"};
+    c.script_on_stdin = true;
+    c.wait_for_peers = {"silent"};
+    c.peer_wait_s = 4;
+    svm::RunOptions o;
+    o.env = {"PATH=" + d + ":/usr/bin:/bin"};
+    o.stdin_data = "#!/bin/sh\necho ran\n";
+    o.timeout_ms = 60000;
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+    CHECK(r.out == "ran\n");
+    CHECK(r.err.find("slurm-vm: guest silent does not accept logins (waited 4 s)") != std::string::npos);
+    // Counted in tries, 4 tries of 3 s and 1 s of sleep each: 16 s. By the
+    // clock: the try that passes the 4 s ends it (2 tries; 3 for slack).
+    size_t tries = svm::read_file(d + "/tries").size() / 2;
+    CHECK(tries >= 1);
+    CHECK(tries <= 3);
 }
 
 TEST_CASE("the job's first login waits in the guest until it is set up, and ends if it failed", "[exec]") {
