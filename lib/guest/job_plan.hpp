@@ -94,6 +94,10 @@ struct JobPlan {
     }
     std::string agent_socket() const { return dir + "/agent-take.sock"; }
     std::string state_file() const { return dir + "/state"; }
+    // The keeper has written this node's VM record into the job's
+    // AdminComment (or tried, or publishes none): the batch step ends only
+    // after it, since Slurm (24.11) takes no AdminComment of a finished job.
+    std::string record_written() const { return dir + "/record.written"; }
     std::string embed_root() const { return dir + "/libvirt"; }
     std::string keeper_pid_file() const { return dir + "/keeper.pid"; }
     std::string plan_file() const { return dir + "/plan.json"; }

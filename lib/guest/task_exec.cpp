@@ -322,6 +322,19 @@ std::string wait_for_guest(const JobPlan& p, bool first_login) {
     }
 }
 
+void wait_for_record(const JobPlan& p, long timeout_ms) {
+    // A short script may end before the keeper, which starts writing the
+    // record when the guest is set up, has written it.
+    for (long end = now_ms() + timeout_ms; ::access(p.record_written().c_str(), F_OK) != 0; ::usleep(20000)) {
+        if (read_guest_state(p).ended()) return;
+        if (now_ms() > end) {
+            log::warn("the job's VM record is not written after " + std::to_string(timeout_ms / 1000) +
+                      " s: the job ends without it");
+            return;
+        }
+    }
+}
+
 GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std::string& pid_file) {
     GuestCommand c;
     c.argv = t.argv;
@@ -357,8 +370,11 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     // The batch script goes to the guest's agent, which waits for it from
     // early in the guest's boot; without one, over SSH once the guest is ready.
     if (t.batch) {
-        if (std::optional<GuestAgent> agent = GuestAgent::take(p.agent_socket()))
-            return run_by_agent(p, t, c, *agent, script, srun_relay.get());
+        if (std::optional<GuestAgent> agent = GuestAgent::take(p.agent_socket())) {
+            int rc = run_by_agent(p, t, c, *agent, script, srun_relay.get());
+            wait_for_record(p);
+            return rc;
+        }
         if (std::string why = wait_for_guest(p); !why.empty()) {
             log::error(why);
             show_console_to_user(p);
@@ -381,6 +397,7 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     int rc = wait_relaying_signals(p, t.self, c.pid_file);
     if (t.batch && !p.save_path.empty() && read_guest_state(p).phase == GuestState::Phase::ready) sync_for_save(p, t);
     if (rc == 255) report_lost(p, "the SSH connection to the guest");
+    if (t.batch) wait_for_record(p);
     return rc;
 }
 

@@ -38,6 +38,11 @@ std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& ar
 // or never started).
 std::string wait_for_guest(const JobPlan& p, bool first_login = false);
 
+// The batch step's end: waits (at most timeout_ms, not once the guest has
+// ended) until the keeper has written this node's VM record
+// (JobPlan::record_written), which Slurm takes only from a running job.
+void wait_for_record(const JobPlan& p, long timeout_ms = 15000);
+
 // The command the guest runs for the task, with `pid_file` noting its
 // process group there.
 GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std::string& pid_file);

@@ -406,6 +406,16 @@ bool cap_console(const std::string& path, int64_t max_bytes) {
 
 namespace {
 
+// This node's VM record is in the job's AdminComment, or was tried, or is
+// not published: the batch step's end waits for this (JobPlan::record_written).
+void note_record_written(const JobPlan& p) {
+    try {
+        write_file_atomic(p.record_written(), "", 0644);
+    } catch (const Error& e) {
+        log::warn("the job's end will not wait for its VM record: " + e.chain());
+    }
+}
+
 // The job's embedded libvirt, connected from one CPU whose cached QEMU
 // capabilities libvirt will take as valid (libvirt_session.hpp); the guest
 // is created from that CPU too. What the cache held before, to tell after
@@ -820,15 +830,18 @@ void Keeper::note_ready() {
 // The job's VM record for Slurm accounting, once, published by the caller in
 // a thread of its own: as soon as the guest says it is set up (its first
 // command may start then, and a short job may be over before sshd's daemon
-// answers), else when it is ready. ready_ms is that moment.
+// answers), else when it is ready. ready_ms is that moment. A short job's
+// batch step waits at its end until this is done (record_written).
 void Keeper::publish_record(long t_set_up) {
-    if (record_published_ || !o_.on_ready) return;
+    if (record_published_) return;
     record_published_ = true;
+    if (!o_.on_ready) return note_record_written(p_);
     std::string rec = vm_record(p_, t_created_ - t0_, t_set_up - t0_, static_cast<int>(spec_.host_cpus.size()),
                                 spec_.memory_mib, spec_.hugepage_kib);
     ready_publisher_.t = std::thread([cb = o_.on_ready, p = p_, rec, ns = host_netns_, cancelled = ready_cancelled_] {
         if (ns >= 0) ::setns(ns, CLONE_NEWNET);  // this thread only
         cb(p, rec, *cancelled);
+        note_record_written(p);
     });
 }
 

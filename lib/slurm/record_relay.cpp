@@ -270,12 +270,13 @@ void RecordRelay::flush() {
 
 void RecordRelay::submit(const std::string& fields, bool last, const std::atomic<bool>* cancel) {
     if (index_ == 0 && listen_fd_ >= 0) {
+        // The head's own entry is written at once: the job's batch step
+        // waits for it at its end (Slurm takes no AdminComment of a finished
+        // job); the others' entries are batched by writer_loop.
         collector_.add(node_, fields);
-        if (last) {
-            std::lock_guard<std::mutex> l(write_m_);
-            collector_.take_pending();
-            publish_collected(job_id_, collector_);
-        }
+        std::lock_guard<std::mutex> l(write_m_);
+        collector_.take_pending();
+        publish_collected(job_id_, collector_);
         return;
     }
     bool sent = false;

@@ -86,7 +86,8 @@ public:
                 std::string job_netns);
     ~RecordRelay();
     void start();  // head only; from a thread in the host's namespace
-    // This node's entry; for a failure (`last`) the head writes at once.
+    // This node's entry; the head writes its own at once (and returns
+    // after), the others' as they come.
     // `cancel` (a ready record overtaken by a failure) stops the hand-over.
     void submit(const std::string& fields, bool last, const std::atomic<bool>* cancel = nullptr);
     // Head: writes what came since the last write (the keeper is ending).

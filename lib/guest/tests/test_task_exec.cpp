@@ -111,3 +111,36 @@ TEST_CASE("task_exec: ssh waits for a slow guest's banner as long as its boot ti
     p.boot_timeout_s = 900;
     CHECK(has(svm::ssh_argv(p, "/x/slurm-vm-exec", false), "ConnectTimeout=180"));
 }
+
+TEST_CASE("task_exec: the batch step's end waits for the node's VM record, bounded", "[task_exec]") {
+    svm::test::TempDir d("svm-record");
+    svm::JobPlan p;
+    p.dir = d.path();
+    p.node = "n1";
+    svm::write_guest_state(p, {svm::GuestState::Phase::login, ""});
+    // Written 300 ms later: the end waits for it.
+    std::thread later([&p] {
+        ::usleep(300000);
+        svm::write_file_atomic(p.record_written(), "", 0644);
+    });
+    long t0 = svm::now_ms();
+    svm::wait_for_record(p, 10000);
+    CHECK(svm::now_ms() - t0 >= 250);
+    CHECK(svm::now_ms() - t0 < 5000);
+    later.join();
+    // Already written: no wait.
+    t0 = svm::now_ms();
+    svm::wait_for_record(p, 10000);
+    CHECK(svm::now_ms() - t0 < 100);
+    // Never written: bounded.
+    ::unlink(p.record_written().c_str());
+    t0 = svm::now_ms();
+    svm::wait_for_record(p, 400);
+    CHECK(svm::now_ms() - t0 >= 400);
+    CHECK(svm::now_ms() - t0 < 5000);
+    // A guest that has ended writes no record: no wait.
+    svm::write_guest_state(p, {svm::GuestState::Phase::failed, "the guest failed"});
+    t0 = svm::now_ms();
+    svm::wait_for_record(p, 10000);
+    CHECK(svm::now_ms() - t0 < 1000);
+}
