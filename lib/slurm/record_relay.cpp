@@ -276,7 +276,7 @@ void RecordRelay::submit(const std::string& fields, bool last, const std::atomic
         collector_.add(node_, fields);
         std::lock_guard<std::mutex> l(write_m_);
         collector_.take_pending();
-        publish_collected(job_id_, collector_);
+        if (!publish_collected(job_id_, collector_)) collector_.set_pending();  // writer_loop tries again
         return;
     }
     bool sent = false;
