@@ -97,22 +97,31 @@ static std::string dirname_of(const std::string& path) {
     return path.substr(0, pos);
 }
 
-void write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
+static void write_and_rename(const std::string& path, const std::string& content, mode_t mode, bool sync) {
     std::string tmp = path + ".tmp." + std::to_string(::getpid());
     {
         UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
         if (!fd) SVM_THROW_ERRNO("create " + tmp);
         if (::fchmod(fd.get(), mode) != 0) SVM_THROW_ERRNO("chmod " + tmp);
         write_all(fd.get(), content, tmp);
-        if (::fsync(fd.get()) != 0) SVM_THROW_ERRNO("fsync " + tmp);
+        if (sync && ::fsync(fd.get()) != 0) SVM_THROW_ERRNO("fsync " + tmp);
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         int e = errno;
         ::unlink(tmp.c_str());
         SVM_THROW(errno_message("rename " + tmp + " to " + path, e));
     }
+    if (!sync) return;
     UniqueFd dir(::open(dirname_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir) ::fsync(dir.get());
+}
+
+void write_file_atomic(const std::string& path, const std::string& content, mode_t mode) {
+    write_and_rename(path, content, mode, true);
+}
+
+void replace_file(const std::string& path, const std::string& content, mode_t mode) {
+    write_and_rename(path, content, mode, false);
 }
 
 void write_new_file(const std::string& path, const std::string& content, mode_t mode) {

@@ -19,6 +19,11 @@ bool read_file_if_exists(const std::string& path, std::string& out);
 std::string read_file_from(const std::string& path, int64_t offset, size_t max_bytes, int64_t* size);
 // Writes to path.tmp, fsyncs, renames over path, fsyncs the directory.
 void write_file_atomic(const std::string& path, const std::string& content, mode_t mode = 0644);
+// The same without the fsyncs: readers see the old or the new content, never
+// a part, but a crash of the node may lose it. For a job's own files, which
+// are of no use once the node has crashed (and sit on tmpfs where the node
+// keeps state_dir under /run, where a sync costs nothing anyway).
+void replace_file(const std::string& path, const std::string& content, mode_t mode = 0644);
 // Creates path, which must not exist (nor be a symlink), with this content
 // and mode, and does not sync it: a scratch file that dies with its job.
 void write_new_file(const std::string& path, const std::string& content, mode_t mode);

@@ -44,7 +44,7 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     // QEMU's own seccomp sandbox: no spawning, no privilege changes, no
     // obsolete system calls (-sandbox on,...).
     conf += "seccomp_sandbox = 1\n";
-    write_file_atomic(path_join(root, "etc/qemu.conf"), conf, 0644);
+    replace_file(path_join(root, "etc/qemu.conf"), conf, 0644);
 }
 
 void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
@@ -69,7 +69,7 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
     }
     std::string dst = caps_dir(root);
     mkdir_p(dst, 0755);
-    for (const auto& f : cache_files(src)) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+    for (const auto& f : cache_files(src)) replace_file(path_join(dst, f), read_file(path_join(src, f)), 0644);
 }
 
 std::string capabilities_fingerprint(const std::string& root) {
@@ -90,7 +90,7 @@ void use_capabilities_cache(const std::string& root, const std::string& cache_ro
     std::string dst = caps_dir(root);
     mkdir_p(dst, 0755);
     for (const auto& f : list_dir(dst)) ::unlink(path_join(dst, f).c_str());
-    for (const auto& f : files) write_file_atomic(path_join(dst, f), read_file(path_join(src, f)), 0644);
+    for (const auto& f : files) replace_file(path_join(dst, f), read_file(path_join(src, f)), 0644);
 }
 
 void refresh_capabilities_cache(const std::string& root, const std::string& cache_root) {

@@ -226,7 +226,7 @@ GuestState read_guest_state(const JobPlan& p) {
 }
 
 void write_guest_state(const JobPlan& p, const GuestState& state) {
-    write_file_atomic(p.state_file(), state.text() + "\n", 0644);
+    replace_file(p.state_file(), state.text() + "\n", 0644);
 }
 
 }  // namespace svm

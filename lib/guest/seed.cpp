@@ -439,9 +439,9 @@ void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out)
     remove_tree(dir);
     if (::mkdir(dir.c_str(), 0700) != 0) SVM_THROW_ERRNO("mkdir " + dir);
     try {
-        write_file_atomic(path_join(dir, "meta-data"), seed_meta_data(p), 0600);
-        write_file_atomic(path_join(dir, "network-config"), seed_network_config(p), 0600);
-        write_file_atomic(path_join(dir, "user-data"), seed_user_data(p, k), 0600);
+        replace_file(path_join(dir, "meta-data"), seed_meta_data(p), 0600);
+        replace_file(path_join(dir, "network-config"), seed_network_config(p), 0600);
+        replace_file(path_join(dir, "user-data"), seed_user_data(p, k), 0600);
         run_checked({"genisoimage", "-quiet", "-output", out, "-volid", "cidata", "-joliet", "-rock",
                      path_join(dir, "user-data"), path_join(dir, "meta-data"), path_join(dir, "network-config")});
     } catch (...) {

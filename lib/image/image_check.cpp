@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,12 +15,12 @@
 #include "fs.hpp"
 #include "json.hpp"
 #include "sha256.hpp"
+#include "user_open.hpp"
 
 namespace svm {
 
 namespace {
 
-constexpr int kRefused = 3;  // exit code of the user-side opener for a refusal (message on out_fd)
 constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 
 std::string user_name(const Credentials& c) { return c.user.empty() ? "uid " + std::to_string(c.uid) : c.user; }
@@ -85,39 +83,6 @@ void check_allowed(const std::string& shown, const std::string& real, const Imag
     std::string where = real == shown ? shown : shown + " (which is " + printable(real) + ")";
     SVM_THROW(where + " lies outside the allowed image directories (" + join_dirs(policy.allowed_dirs) +
               "); move it into one of them");
-}
-
-// Runs in the child that is already the user: stat, open, fstat, send fd.
-int open_and_send(const std::string& path, const std::string& who, int sock, int out_fd) {
-    auto refuse = [&](const std::string& sentence) {
-        (void)!::write(out_fd, sentence.data(), sentence.size());
-        return kRefused;
-    };
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return refuse(open_failure(path, who, errno));
-    // Refuse non-regular files before opening them: opening a device can have effects.
-    std::string bad = not_regular(path, st.st_mode);
-    if (!bad.empty()) return refuse(bad);
-    UniqueFd fd(::open(path.c_str(), kOpenFlags));
-    if (!fd) return refuse(open_failure(path, who, errno));
-    struct stat fst;
-    if (::fstat(fd.get(), &fst) != 0) SVM_THROW_ERRNO("fstat " + path);
-    bad = not_regular(path, fst.st_mode);
-    if (!bad.empty()) return refuse(bad);
-    if (fst.st_dev != st.st_dev || fst.st_ino != st.st_ino)
-        return refuse(path + " was replaced while it was being opened; try again once nothing renames it");
-    std::string real = fd_real_path(fd.get());
-
-    send_with_fds(sock, real, {fd.get()}, "send image fd");
-    return 0;
-}
-
-// Receives the fd and real path the child sent.
-UniqueFd receive_fd(int sock, std::string& real) {
-    std::vector<UniqueFd> fds;
-    real = receive_with_fds(sock, fds, PATH_MAX + 64, 1, "receive image fd", true);
-    if (fds.size() != 1) SVM_THROW("receive image fd: malformed message");
-    return std::move(fds[0]);
 }
 
 std::string first_line(const std::string& s) {
@@ -321,30 +286,25 @@ CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& poli
     return out;
 }
 
-// Opens path as `user` in a child and receives the descriptor (and where it
-// really points): the one way root gets at a user's file.
+// Opens path as `user` (open_as_user) and says where it really points.
 static UniqueFd receive_as_user(const std::string& path, const Credentials& user, int timeout_ms, std::string& real) {
     check_image_path(path);
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) SVM_THROW_ERRNO("socketpair");
-    UniqueFd mine(sv[0]), theirs(sv[1]);
     const std::string who = user_name(user);
-    RunResult r = run_function_as(
-        user,
-        [&](int out_fd) {
-            ::close(mine.release());
-            return open_and_send(path, who, theirs.get(), out_fd);
-        },
-        timeout_ms);
-    theirs = UniqueFd();
-    if (r.timed_out)
+    std::vector<UserOpen> f(1);
+    f[0].path = path;
+    if (!open_as_user(user, f, timeout_ms))
         SVM_THROW(path + " could not be opened by user " + who + " within " + seconds(timeout_ms) +
                   "; check that its file system responds");
-    if (r.status == kRefused) SVM_THROW(trim(r.out));
-    if (r.status != 0)
-        SVM_THROW("opening " + path + " as user " + who + " failed (exit " + std::to_string(r.status) +
-                  "): " + trim(r.err));
-    return receive_fd(mine.get(), real);
+    switch (f[0].failed) {
+    case UserOpen::Failed::none: break;
+    case UserOpen::Failed::stat:
+    case UserOpen::Failed::open: SVM_THROW(open_failure(path, who, f[0].err));
+    case UserOpen::Failed::not_regular: SVM_THROW(not_regular(path, f[0].st.st_mode));
+    case UserOpen::Failed::replaced:
+        SVM_THROW(path + " was replaced while it was being opened; try again once nothing renames it");
+    }
+    real = fd_real_path(f[0].fd.get());
+    return std::move(f[0].fd);
 }
 
 CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy) {

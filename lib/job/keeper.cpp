@@ -368,7 +368,7 @@ public:
                             p.guest_gid, kind};
             pid_t pid = start_virtiofsd(s, p.share_socket(i), log.get());
             pids_.push_back(pid);
-            write_file_atomic(p.share_pid_file(i), std::to_string(pid) + "\n", 0644);
+            replace_file(p.share_pid_file(i), std::to_string(pid) + "\n", 0644);
         }
     }
     ~ShareServers() {
@@ -410,7 +410,7 @@ namespace {
 // not published: the batch step's end waits for this (JobPlan::record_written).
 void note_record_written(const JobPlan& p) {
     try {
-        write_file_atomic(p.record_written(), "", 0644);
+        replace_file(p.record_written(), "", 0644);
     } catch (const Error& e) {
         log::warn("the job's end will not wait for its VM record: " + e.chain());
     }
@@ -517,7 +517,7 @@ void Keeper::report_failure(const GuestState& state, const std::string& why) {
     // The user's copy of the console first: the task wrapper shows it once
     // it reads the state.
     try {
-        write_file_atomic(p_.console_copy(), log::read_console(p_.console_log(), kUserConsoleBytes), 0644);
+        replace_file(p_.console_copy(), log::read_console(p_.console_log(), kUserConsoleBytes), 0644);
     } catch (const Error& e) {
         log::warn("no copy of the console for the user: " + e.chain());
     }
@@ -627,7 +627,7 @@ Keeper::Failure Keeper::describe_guest() {
     log::info("guest memory " + std::to_string(spec_.memory_mib) + " MiB, " + backing_);
     if (!p_.placement.empty()) log::info("placement: " + p_.placement);
     xml_ = domain_xml(spec_);
-    write_file_atomic(path_join(p_.dir, "domain.xml"), xml_, 0644);
+    replace_file(path_join(p_.dir, "domain.xml"), xml_, 0644);
     return std::nullopt;
 }
 
@@ -687,7 +687,7 @@ Keeper::Failure Keeper::start_guest() {
             spec_.hugepage_kib = 0;
             spec_.memory_mib = unrounded_mib_;
             xml_ = domain_xml(spec_);
-            write_file_atomic(path_join(p_.dir, "domain.xml"), xml_, 0644);
+            replace_file(path_join(p_.dir, "domain.xml"), xml_, 0644);
             dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
         }
         if (!dom_) SVM_THROW(why);
@@ -821,7 +821,7 @@ void Keeper::note_ready() {
     json_object_set_new(timing.get(), "caps_probed", json_boolean(caps_probed_));
     if (p_.irq_profile != "default" && !p_.vf_link_layer.empty())
         json_object_set_new(timing.get(), "irq_profile", json_string(p_.irq_profile.c_str()));
-    write_file_atomic(path_join(p_.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
+    replace_file(path_join(p_.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
     write_guest_state(p_, {GuestState::Phase::ready, ""});
     log::info("guest ready in " + std::to_string(t_ready - t0_) + " ms");
     publish_record(t_ready);
@@ -882,7 +882,7 @@ int Keeper::run() {
         log::warn("QEMU is left to init to reap: " + e.chain());
     }
     if (o_.on_start) o_.on_start(p_);
-    write_file_atomic(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
+    replace_file(p_.keeper_pid_file(), std::to_string(::getpid()) + "\n", 0644);
     ignore_job_signals();
     if (Failure f = confine()) return fail(*f);
     if (Failure f = enter_job_netns()) return fail(*f);

@@ -37,6 +37,7 @@
 #include "seed.hpp"
 #include "sha256.hpp"
 #include "site_catalogue.hpp"
+#include "user_open.hpp"
 #include "virtiofs.hpp"
 #include "vm_save.hpp"
 
@@ -98,25 +99,18 @@ std::vector<int> vfio_groups_of(const SysfsRoot& root, const std::vector<PciAddr
 // when set, and never one of slurm-vm's own directories. Else the job fails
 // with one sentence.
 void check_share(const std::string& dir, const Credentials& who, const NodeConfig& cfg) {
-    RunResult r = run_function_as(
-        who,
-        [&](int out_fd) {
-            UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-            struct stat st;
-            if (!fd || ::fstat(fd.get(), &st) != 0) return 3;
-            char real[4096];
-            ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd.get())).c_str(), real, sizeof real - 1);
-            if (n <= 0) return 3;
-            std::string out = std::to_string(st.st_uid) + "\n" + std::string(real, static_cast<size_t>(n));
-            return ::write(out_fd, out.data(), out.size()) == static_cast<ssize_t>(out.size()) ? 0 : 3;
-        },
-        20000);
-    if (!r.ok())
+    std::vector<UserOpen> f(1);
+    f[0].path = dir;
+    f[0].kind = UserOpen::Kind::directory;
+    if (!open_as_user(who, f, 20000) || !f[0].fd)
         SVM_REFUSE(dir + " cannot be opened by user " + who.user +
                    ", so it cannot be shown in the guest; submit "
                    "from a directory of yours");
-    auto nl = r.out.find('\n');
-    std::string owner = r.out.substr(0, nl), real = nl == std::string::npos ? "" : r.out.substr(nl + 1);
+    char buf[4096];
+    std::string link = "/proc/self/fd/" + std::to_string(f[0].fd.get());
+    ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) SVM_THROW_ERRNO("readlink " + link);
+    std::string owner = std::to_string(f[0].st.st_uid), real(buf, static_cast<size_t>(n));
     // Neither inside slurm-vm's own directories nor holding one of them.
     std::vector<std::string> ours = {cfg.state_dir, cfg.overlay_dir, cfg.log_dir, cfg.lease_dir()};
     bool holds = std::any_of(ours.begin(), ours.end(), [&](const std::string& o) { return path_inside(o, {real}); });
@@ -159,10 +153,11 @@ UniqueFd open_boot_file_as_user(const std::string& path, const Credentials& who,
     return fd;
 }
 
-// Copies an opened boot file into the job's directory for QEMU (root's file,
-// readable by the guest's group). In the kernel where it can (sendfile).
-void copy_boot_file(int in, const std::string& path, const std::string& dst, gid_t guest_gid) {
-    UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640));
+// Copies an opened boot file to a new file of root's, readable by all (see
+// provide_boot_file for who can reach it). In the kernel where it can
+// (sendfile).
+void copy_boot_file(int in, const std::string& path, const std::string& dst) {
+    UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out) SVM_THROW_ERRNO("create " + dst);
     off_t off_in = 0;
     while (off_in <= kMaxBootFile) {
@@ -188,7 +183,58 @@ void copy_boot_file(int in, const std::string& path, const std::string& dst, gid
     if (off_in > kMaxBootFile)
         SVM_REFUSE(path + " grew past " + std::to_string(kMaxBootFile >> 20) +
                    " MiB while the job started; leave it unchanged");
-    if (::fchown(out.get(), 0, guest_gid) != 0) SVM_THROW_ERRNO("chown " + dst);
+    if (::fchmod(out.get(), 0444) != 0) SVM_THROW_ERRNO("chmod " + dst);
+}
+
+// Drops the least recently used files of dir past `keep` (a use touches a
+// file's mtime), and what a failed prolog left half made.
+void prune_least_used(const std::string& dir, size_t keep) {
+    std::vector<std::pair<int64_t, std::string>> by_use;
+    for (const auto& name : list_dir(dir)) {
+        struct stat st;
+        std::string path = path_join(dir, name);
+        if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            by_use.emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, path);
+    }
+    if (by_use.size() <= keep) return;
+    std::sort(by_use.begin(), by_use.end());
+    for (size_t i = 0; i + keep < by_use.size(); ++i) ::unlink(by_use[i].second.c_str());
+}
+
+constexpr size_t kKeptBootFiles = 8;  // kept by the node: the most recently used
+
+// QEMU's copy of a kernel or initrd the user gave, at dst in the job's
+// directory. The node keeps one copy of each version of a file it was given
+// (device, inode, size, mtime and ctime: writing the file changes its ctime),
+// root's and readable by all but in root's 0700 directory; a job's copy is a
+// hard link to it in the job's directory, which only root and the job's user
+// pass through. So a version is copied once per node rather than once per
+// job, and reaches only jobs whose users opened that very version. A version
+// that changes while it is copied is not kept.
+void provide_boot_file(const NodeConfig& cfg, int in, const std::string& path, const std::string& dst) {
+    struct stat st;
+    if (::fstat(in, &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    std::string dir = path_join(cfg.state_dir, "boot-files");
+    std::string kept = path_join(dir, sha256_hex(file_version_key(st)).substr(0, 32));
+    if (::link(kept.c_str(), dst.c_str()) == 0) {
+        ::utimensat(AT_FDCWD, kept.c_str(), nullptr, 0);  // recently used
+        return;
+    }
+    if (errno != ENOENT) SVM_THROW_ERRNO("link " + kept + " to " + dst);
+    mkdir_p(dir, 0700);
+    std::string made = kept + ".new." + std::to_string(::getpid());
+    ::unlink(made.c_str());
+    try {
+        copy_boot_file(in, path, made);
+        if (::link(made.c_str(), dst.c_str()) != 0) SVM_THROW_ERRNO("link " + made + " to " + dst);
+    } catch (...) {
+        ::unlink(made.c_str());
+        throw;
+    }
+    struct stat after;
+    bool same = ::fstat(in, &after) == 0 && file_version_key(after) == file_version_key(st);
+    if (!same || ::rename(made.c_str(), kept.c_str()) != 0) ::unlink(made.c_str());
+    prune_least_used(dir, kKeptBootFiles);
 }
 
 }  // namespace
@@ -389,14 +435,14 @@ PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string&
     ledger.record(JobCgroupsChange{kCgroupRoot});
     ledger.record(JobDirChange{p.dir});
     make_job_dir(p.dir, p.uid);
-    write_file_atomic(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
+    replace_file(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
     JobPlan stub;
     stub.job_id = p.job_id;
     stub.node = p.node;
     stub.node_index = p.node_index;
     stub.dir = p.dir;
     stub.boot_timeout_s = p.boot_timeout_s;
-    write_file_atomic(stub.plan_file(), stub.to_json(), 0644);
+    replace_file(stub.plan_file(), stub.to_json(), 0644);
     return {PrologStatus::refused, why};
 }
 
@@ -518,14 +564,14 @@ void make_keys_and_identity(Preparation& s) {
     s.user_key = job_user_key(s.secret, s.req.job_id, p.uid);
     s.host_key = guest_host_key(s.secret, s.req.job_id, s.req.node);
     // Root's file; the user (ssh, in the task wrapper) may read it.
-    write_file_atomic(p.user_key(), s.user_key.private_key, 0600);
+    replace_file(p.user_key(), s.user_key.private_key, 0600);
     grant_user(p.user_key(), p.uid, 4);
     for (const auto& peer : p.peers) {
         std::string names = peer.hostname + (peer.ip.empty() ? "" : "," + peer.ip) +
                             (peer.fabric_ip.empty() ? "" : "," + peer.fabric_ip);
         s.known_hosts += names + " " + trim(guest_host_key(s.secret, s.req.job_id, peer.node).public_key) + "\n";
     }
-    write_file_atomic(p.known_hosts(), s.known_hosts, 0644);
+    replace_file(p.known_hosts(), s.known_hosts, 0644);
     s.qgid = s.cfg.job_gid(s.req.job_id);
     p.guest_gid = s.qgid;
     grant_device(s.ledger, s.cfg.kvm_device, s.qgid);
@@ -595,21 +641,6 @@ void check_fabric_and_hugepages(Preparation& s) {
 
 constexpr size_t kOverlayTemplates = 64;  // kept by the node: the most recently used
 
-// Drops the least recently used templates past kOverlayTemplates (a use
-// touches its template's mtime), and what a failed prolog left half made.
-void prune_overlay_templates(const std::string& dir) {
-    std::vector<std::pair<int64_t, std::string>> by_use;
-    for (const auto& name : list_dir(dir)) {
-        struct stat st;
-        std::string path = path_join(dir, name);
-        if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-            by_use.emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, path);
-    }
-    if (by_use.size() <= kOverlayTemplates) return;
-    std::sort(by_use.begin(), by_use.end());
-    for (size_t i = 0; i + kOverlayTemplates < by_use.size(); ++i) ::unlink(by_use[i].second.c_str());
-}
-
 // A new overlay's bytes. qemu-img writes the same bytes for the same
 // arguments (no name, time or random number in a new qcow2 file): the node
 // keeps the overlay of each backing path, format, size and qemu-img (root's,
@@ -633,7 +664,7 @@ std::string overlay_bytes(const NodeConfig& cfg, const JobPlan& p) {
     run_checked({cfg.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-F", p.image_format, "-b", p.image, made, size});
     bytes = read_file(made);
     if (::rename(made.c_str(), tmpl.c_str()) != 0) ::unlink(made.c_str());
-    prune_overlay_templates(dir);
+    prune_least_used(dir, kOverlayTemplates);
     return bytes;
 }
 
@@ -662,7 +693,7 @@ void make_seed_and_console(Preparation& s) {
                 s.known_hosts};
     build_seed_iso(p, sk, p.seed());
     chown_mode(p.seed(), 0, s.qgid, 0640);
-    write_file_atomic(p.console_log(), "", 0660);
+    replace_file(p.console_log(), "", 0660);
     chown_mode(p.console_log(), 0, s.qgid, 0660);
 }
 
@@ -699,16 +730,16 @@ void prepare_guest(Preparation& s) {
     prepare_guest_devices(s);
     check_fabric_and_hugepages(s);
     s.steps.done("prolog: /dev/kvm, devices, hugepages");
-    if (s.kernel_fd) copy_boot_file(s.kernel_fd.get(), s.p.kernel, s.p.kernel_copy, s.qgid);
-    if (s.initrd_fd) copy_boot_file(s.initrd_fd.get(), s.p.initrd, s.p.initrd_copy, s.qgid);
-    s.steps.done("prolog: kernel and initrd copied");
+    if (s.kernel_fd) provide_boot_file(s.cfg, s.kernel_fd.get(), s.p.kernel, s.p.kernel_copy);
+    if (s.initrd_fd) provide_boot_file(s.cfg, s.initrd_fd.get(), s.p.initrd, s.p.initrd_copy);
+    s.steps.done("prolog: kernel and initrd (the node's copies of their versions)");
     make_overlay(s);
     s.steps.done("prolog: overlay");
     make_seed_and_console(s);
     make_libvirt_root(s);
     s.steps.done("prolog: seed, console log, libvirt root, capabilities cache");
     network.get();
-    write_file_atomic(s.p.plan_file(), s.p.to_json(), 0644);
+    replace_file(s.p.plan_file(), s.p.to_json(), 0644);
     s.steps.done("prolog: the network segment awaited, plan");
     write_guest_state(s.p, {GuestState::Phase::prepared, ""});
 }

@@ -81,11 +81,15 @@ u "head -c1 /proc/$q/mem" && fail "$SVM_USER read QEMU's memory"
 o "cat '$dir/plan.json'" && fail "$SVM_USER2 read job $id's plan"
 o "cat '$dir/state'" && fail "$SVM_USER2 read job $id's state"
 o "cat '$dir/domain.xml'" && fail "$SVM_USER2 read job $id's domain"
-# The node's caches of what an image version and virtiofsd say (a kept
-# qemu-img verdict lets a later job skip qemu-img; a kept overlay becomes the
-# next job's): root's alone, neither readable nor writable by a user, so no
-# user can plant a verdict or an overlay.
-caches=(image-checks overlays)
+o "head -c1 '$dir/kernel'" && fail "$SVM_USER2 read job $id's kernel (the node's copy of the user's)"
+[[ "$(stat -c '%U %a %h' "$dir/kernel")" == "root 444 "* && "$(stat -c %h "$dir/kernel")" -ge 2 ]] ||
+    fail "job $id's kernel is not a link to the node's copy, root's 0444: $(stat -c '%U %a %h' "$dir/kernel")"
+# The node's caches of what an image version and virtiofsd say, and of the
+# kernels and initrds given (a kept qemu-img verdict lets a later job skip
+# qemu-img; a kept overlay or kernel becomes the next job's): root's alone,
+# neither readable nor writable by a user, so no user can plant a verdict,
+# an overlay or a kernel.
+caches=(image-checks overlays boot-files)
 [[ "$(cluster_setting shares_via virtiofs)" == virtiofs ]] && caches+=(virtiofsd-kinds)
 for c in "${caches[@]}"; do
     cd_="$SVM_STATE_ROOT/node1/$c"
