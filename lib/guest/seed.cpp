@@ -11,6 +11,7 @@
 #include "fs.hpp"
 #include "irq_profile.hpp"
 #include "proc.hpp"
+#include "seed_iso.hpp"
 #include "ssh_keys.hpp"
 
 namespace svm {
@@ -433,22 +434,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
 }
 
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out) {
-    // Staged beside the seed (the job's directory, root's, removed with the
-    // job even after a crash), never in a shared /tmp.
-    std::string dir = out + ".d";
-    remove_tree(dir);
-    if (::mkdir(dir.c_str(), 0700) != 0) SVM_THROW_ERRNO("mkdir " + dir);
-    try {
-        replace_file(path_join(dir, "meta-data"), seed_meta_data(p), 0600);
-        replace_file(path_join(dir, "network-config"), seed_network_config(p), 0600);
-        replace_file(path_join(dir, "user-data"), seed_user_data(p, k), 0600);
-        run_checked({"genisoimage", "-quiet", "-output", out, "-volid", "cidata", "-joliet", "-rock",
-                     path_join(dir, "user-data"), path_join(dir, "meta-data"), path_join(dir, "network-config")});
-    } catch (...) {
-        remove_tree(dir);
-        throw;
-    }
-    remove_tree(dir);
+    replace_file(out,
+                 iso9660_image("cidata", {{"user-data", seed_user_data(p, k)},
+                                          {"meta-data", seed_meta_data(p)},
+                                          {"network-config", seed_network_config(p)}}),
+                 0600);
 }
 
 }  // namespace svm

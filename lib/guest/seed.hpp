@@ -123,8 +123,8 @@ std::string seed_agent_script(const JobPlan& p);
 // The console line that says the agent waits for the job's first command.
 std::string agent_marker(const JobPlan& p);
 
-// Writes the three files into a temporary directory and builds the ISO at
-// `out` with genisoimage.
+// Writes the seed at `out`: the three files in a CD-ROM image labelled
+// "cidata" (seed_iso.hpp).
 void build_seed_iso(const JobPlan& p, const SeedKeys& k, const std::string& out);
 
 // The line the guest prints on its serial console when it is set up (the

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,6 +59,47 @@ void run_in_checked(const std::string& netns, const std::vector<std::string>& ar
 }
 
 bool netns_exists(const std::string& name) { return path_exists("/run/netns/" + name); }
+
+constexpr const char* kNetnsDir = "/run/netns";
+
+// What `ip netns add` does, without starting it: a new network namespace
+// kept by a bind mount at /run/netns/<name> (a shared mount point, made so on
+// first use), where ip and the kernel's tools find it. The namespace is made
+// by a thread of its own (unshare changes the calling thread's only), which
+// then ends.
+void add_netns(const std::string& name) {
+    std::string path = std::string(kNetnsDir) + "/" + name;
+    const std::string what = "create the job's network namespace " + name;
+    mkdir_p(kNetnsDir, 0755);
+    if (::mount("", kNetnsDir, "none", MS_SHARED | MS_REC, nullptr) != 0) {
+        if (errno != EINVAL || ::mount(kNetnsDir, kNetnsDir, "none", MS_BIND | MS_REC, nullptr) != 0 ||
+            ::mount("", kNetnsDir, "none", MS_SHARED | MS_REC, nullptr) != 0)
+            SVM_THROW_ERRNO(what + ": make " + kNetnsDir + " a shared mount point");
+    }
+    UniqueFd f(::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0));
+    if (!f) SVM_THROW_ERRNO(what + ": create " + path);
+    f = UniqueFd();
+    int err = 0;
+    std::thread([&] {
+        if (::unshare(CLONE_NEWNET) != 0 ||
+            ::mount("/proc/thread-self/ns/net", path.c_str(), "none", MS_BIND, nullptr) != 0)
+            err = errno;
+    }).join();
+    if (err != 0) {
+        ::unlink(path.c_str());
+        SVM_THROW(errno_message(what, err));
+    }
+}
+
+// What `ip netns delete` does: the bind mount detached and its file removed
+// (the namespace goes once nothing holds it).
+void delete_netns(const std::string& name) {
+    std::string path = std::string(kNetnsDir) + "/" + name;
+    if (::umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+        SVM_THROW_ERRNO("delete network namespace " + name + ": unmount " + path);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+        SVM_THROW_ERRNO("delete network namespace " + name + ": remove " + path);
+}
 
 // `ip link add` of a VXLAN failed because its VNI (or name) is taken.
 bool vni_in_use(const RunResult& r) {
@@ -230,7 +272,7 @@ std::string segment_guard_rules(const JobSegment& s) {
 }
 
 void setup_segment(const JobSegment& s) {
-    run_in_checked("", {"ip", "netns", "add", s.netns}, "create the job's network namespace " + s.netns);
+    add_netns(s.netns);
     // Made in the underlay (its UDP socket lives there) and placed in the
     // job's namespace at once: moving a device between namespaces afterwards
     // waits for the kernel's RCU grace periods (17 to 30 ms here).
@@ -276,8 +318,7 @@ void remove_segment(const std::string& netns, const std::string& underlay_netns,
             SVM_THROW("delete VXLAN " + vxlan + ": " + trim(r.err + r.out));
     }
     if (!netns_exists(netns)) return;
-    RunResult r = run_in("", {"ip", "netns", "delete", netns});
-    if (!r.ok() && netns_exists(netns)) SVM_THROW("delete network namespace " + netns + ": " + trim(r.err + r.out));
+    delete_netns(netns);
 }
 
 std::string resolve_underlay(const std::string& name_template, const std::string& node) {

@@ -300,9 +300,11 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     auto r = svm::run({"isoinfo", "-d", "-i", d + "/seed.iso"});
     CHECK(r.out.find("Volume id: cidata") != std::string::npos);
     auto l = svm::run({"isoinfo", "-R", "-f", "-i", d + "/seed.iso"});
-    CHECK(l.out.find("/user-data") != std::string::npos);
-    CHECK(l.out.find("/meta-data") != std::string::npos);
-    CHECK(l.out.find("/network-config") != std::string::npos);
+    CHECK(l.out == "/meta-data\n/network-config\n/user-data\n");
+    auto x = [&](const std::string& f) { return svm::run({"isoinfo", "-R", "-x", f, "-i", d + "/seed.iso"}).out; };
+    CHECK(x("/user-data") == svm::seed_user_data(p, k));
+    CHECK(x("/meta-data") == svm::seed_meta_data(p));
+    CHECK(x("/network-config") == svm::seed_network_config(p));
 }
 
 // seed_sshd_start_script against a stand-in systemctl that logs its calls:
