@@ -447,8 +447,9 @@ PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string&
 }
 
 // The job directory and who the job's user is. The job's cgroups are
-// recorded first, so that they are undone last: once the keeper and the
-// guest are gone, and every other undo has given their exit time.
+// recorded before anything but the network (whose removal waits for no
+// process), so that they are undone once the keeper and the guest are gone
+// and every other undo has given their exit time.
 void make_job_dir_for_user(Preparation& s) {
     JobPlan& p = s.p;
     s.ledger.record(JobCgroupsChange{kCgroupRoot});
@@ -717,14 +718,17 @@ void make_libvirt_root(Preparation& s) {
 // Every step of a guest's preparation, in order; each records what it
 // changes on the host before it changes it.
 void prepare_guest(Preparation& s) {
+    // The network first: its thread is the longest step of a guest's
+    // preparation (its programs), and nothing before needs it.
+    name_guest(s);
+    std::future<void> network;
+    if (s.choice.refusal.empty()) network = make_network(plan_network(s.cfg, s.req, s.nodes, s.p, s.ledger));
     make_job_dir_for_user(s);
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
-    name_guest(s);
-    std::future<void> network = make_network(plan_network(s.cfg, s.req, s.nodes, s.p, s.ledger));
     check_request_as_user(s);
     s.steps.done(
-        "prolog: job directory, shares checked, network planned, image opened and checked as the user, digest");
+        "prolog: network planned, job directory, shares checked, image opened and checked as the user, digest");
     make_keys_and_identity(s);
     s.steps.done("prolog: keys and known_hosts");
     prepare_guest_devices(s);
