@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "error.hpp"
@@ -122,6 +123,14 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
 
 void replace_file(const std::string& path, const std::string& content, mode_t mode) {
     write_and_rename(path, content, mode, false);
+}
+
+std::string fd_real_path(int fd) {
+    char buf[PATH_MAX + 1];
+    std::string link = "/proc/self/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(link.c_str(), buf, PATH_MAX);
+    if (n < 0) SVM_THROW_ERRNO("readlink " + link);
+    return std::string(buf, static_cast<size_t>(n));
 }
 
 void write_new_file(const std::string& path, const std::string& content, mode_t mode) {

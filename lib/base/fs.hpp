@@ -24,6 +24,9 @@ void write_file_atomic(const std::string& path, const std::string& content, mode
 // are of no use once the node has crashed (and sit on tmpfs where the node
 // keeps state_dir under /run, where a sync costs nothing anyway).
 void replace_file(const std::string& path, const std::string& content, mode_t mode = 0644);
+// Where an open descriptor of this process really points (its
+// /proc/self/fd link): no path is followed.
+std::string fd_real_path(int fd);
 // Creates path, which must not exist (nor be a symlink), with this content
 // and mode, and does not sync it: a scratch file that dies with its job.
 void write_new_file(const std::string& path, const std::string& content, mode_t mode);

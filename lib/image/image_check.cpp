@@ -56,14 +56,6 @@ std::string open_failure(const std::string& path, const std::string& who, int er
     }
 }
 
-std::string fd_real_path(int fd) {
-    char buf[PATH_MAX + 1];
-    std::string link = "/proc/self/fd/" + std::to_string(fd);
-    ssize_t n = ::readlink(link.c_str(), buf, PATH_MAX);
-    if (n < 0) SVM_THROW_ERRNO("readlink " + link);
-    return std::string(buf, static_cast<size_t>(n));
-}
-
 // "30 s", "0.5 s".
 std::string seconds(int ms) {
     char b[32];

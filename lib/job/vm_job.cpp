@@ -106,11 +106,7 @@ void check_share(const std::string& dir, const Credentials& who, const NodeConfi
         SVM_REFUSE(dir + " cannot be opened by user " + who.user +
                    ", so it cannot be shown in the guest; submit "
                    "from a directory of yours");
-    char buf[4096];
-    std::string link = "/proc/self/fd/" + std::to_string(f[0].fd.get());
-    ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
-    if (n <= 0) SVM_THROW_ERRNO("readlink " + link);
-    std::string owner = std::to_string(f[0].st.st_uid), real(buf, static_cast<size_t>(n));
+    std::string owner = std::to_string(f[0].st.st_uid), real = fd_real_path(f[0].fd.get());
     // Neither inside slurm-vm's own directories nor holding one of them.
     std::vector<std::string> ours = {cfg.state_dir, cfg.overlay_dir, cfg.log_dir, cfg.lease_dir()};
     bool holds = std::any_of(ours.begin(), ours.end(), [&](const std::string& o) { return path_inside(o, {real}); });
