@@ -42,13 +42,10 @@ std::string samples(const std::vector<double>& v) {
     return s + "]";
 }
 
-// Forwarding and neighbour entries the node loads (one line each).
+// Forwarding and neighbour entries the node loads.
 int entries_of(const JobSegment& s) {
-    int n = 0;
-    std::string all = "\n" + segment_fdb_batch(s) + segment_ip_batch(s);
-    for (const char* kind : {"\nfdb replace ", "\nneigh replace "})
-        for (size_t p = all.find(kind); p != std::string::npos; p = all.find(kind, p + 1)) ++n;
-    return n;
+    SegmentEntries e = segment_entries(s);
+    return static_cast<int>(e.forwarding.size() + e.neighbours.size());
 }
 
 // The head node's (index 0: the most entries) setup and removal for an

@@ -14,6 +14,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "netlink.hpp"
 #include "proc.hpp"
 
 namespace svm {
@@ -30,32 +31,6 @@ std::pair<unsigned, unsigned> parse_16(const std::string& prefix) {
 
 std::string dotted(unsigned a, unsigned b, unsigned c, unsigned d) {
     return std::to_string(a) + "." + std::to_string(b) + "." + std::to_string(c) + "." + std::to_string(d);
-}
-
-// argv run in network namespace `netns` ("" = this one): ip and bridge enter
-// it themselves (-n); anything else is started in it (setns in the child:
-// one program fewer than `ip netns exec`, whose mounts nothing here needs).
-RunResult run_in(const std::string& netns, std::vector<std::string> argv, const std::string& input = "") {
-    UniqueFd ns;
-    RunOptions o;
-    if (!netns.empty() && (argv[0] == "ip" || argv[0] == "bridge")) {
-        argv.insert(argv.begin() + 1, {"-n", netns});
-    } else if (!netns.empty()) {
-        ns = UniqueFd(::open(("/run/netns/" + netns).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!ns) SVM_THROW_ERRNO("open network namespace " + netns);
-        o.netns_fd = ns.get();
-    }
-    o.stdin_data = input;
-    o.timeout_ms = 60000;
-    o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-    return run(argv, o);
-}
-
-void run_in_checked(const std::string& netns, const std::vector<std::string>& argv, const std::string& what,
-                    const std::string& input = "") {
-    RunResult r = run_in(netns, argv, input);
-    if (!r.ok())
-        SVM_THROW(what + (netns.empty() ? "" : " (network namespace " + netns + ")") + ": " + trim(r.err + r.out));
 }
 
 bool netns_exists(const std::string& name) { return path_exists("/run/netns/" + name); }
@@ -101,11 +76,6 @@ void delete_netns(const std::string& name) {
         SVM_THROW_ERRNO("delete network namespace " + name + ": remove " + path);
 }
 
-// `ip link add` of a VXLAN failed because its VNI (or name) is taken.
-bool vni_in_use(const RunResult& r) {
-    std::string err = r.err + r.out;
-    return err.find("VNI") != std::string::npos || err.find("exists") != std::string::npos;
-}
 constexpr int kVniWaitMs = 3000;
 
 // The host sides that talk to each other: every node with the head node
@@ -178,59 +148,23 @@ JobSegment plan_segment(uint32_t job_id, int node_index, const std::vector<std::
     return s;
 }
 
-std::string segment_ip_batch(const JobSegment& s) {
-    std::string b =
-        "link set lo up\n"
-        "link add " +
-        s.bridge +
-        " type bridge\n"
-        "link set " +
-        s.bridge + " mtu " + std::to_string(s.mtu) +
-        "\n"
-        "link set " +
-        s.vxlan + " master " + s.bridge +
-        "\n"
-        "link set " +
-        s.bridge + " address " + s.self().host.mac +
-        "\n"
-        "addr add " +
-        s.host_ip + "/" + std::to_string(s.prefix_len) + " dev " + s.bridge +
-        "\n"
-        "addr add " +
-        s.self().host.ip + "/16 dev " + s.bridge +
-        "\n"
-        "link set " +
-        s.vxlan +
-        " up\n"
-        "link set " +
-        s.bridge + " up\n";
-    // Static neighbours on the VXLAN port: with "proxy" the VXLAN device
-    // answers a guest's ARP for a peer itself, so no broadcast leaves the node.
+SegmentEntries segment_entries(const JobSegment& s) {
+    SegmentEntries e;
     for (size_t i = 0; i < s.peers.size(); ++i) {
         if (static_cast<int>(i) == s.node_index) continue;
-        b += "neigh replace " + s.peers[i].guest.ip + " lladdr " + s.peers[i].guest.mac + " dev " + s.vxlan +
-             " nud permanent\n";
-        if (relay_peer(s, i))
-            b += "neigh replace " + s.peers[i].host.ip + " lladdr " + s.peers[i].host.mac + " dev " + s.bridge +
-                 " nud permanent\n";
-    }
-    return b;
-}
-
-std::string segment_fdb_batch(const JobSegment& s) {
-    std::string b;
-    for (size_t i = 0; i < s.peers.size(); ++i) {
-        if (static_cast<int>(i) == s.node_index) continue;
-        b += "fdb replace " + s.peers[i].guest.mac + " dev " + s.vxlan + " dst " + s.peers[i].underlay_ip +
-             " self permanent\n";
+        const SegmentPeer& p = s.peers[i];
+        // Static neighbours on the VXLAN port: with "proxy" the VXLAN device
+        // answers a guest's ARP for a peer itself, so no broadcast leaves the node.
+        e.neighbours.push_back({p.guest.ip, p.guest.mac, s.vxlan});
+        e.forwarding.push_back({p.guest.mac, s.vxlan, p.underlay_ip});
         if (!relay_peer(s, i)) continue;
+        e.neighbours.push_back({p.host.ip, p.host.mac, s.bridge});
         // The peer's host side: also in the bridge's table, so that nothing
         // for it is ever flooded to the guest's tap.
-        b += "fdb replace " + s.peers[i].host.mac + " dev " + s.vxlan + " dst " + s.peers[i].underlay_ip +
-             " self permanent\n";
-        b += "fdb replace " + s.peers[i].host.mac + " dev " + s.vxlan + " master static\n";
+        e.forwarding.push_back({p.host.mac, s.vxlan, p.underlay_ip});
+        e.forwarding.push_back({p.host.mac, s.vxlan, ""});
     }
-    return b;
+    return e;
 }
 
 std::string segment_guard_rules(const JobSegment& s) {
@@ -271,52 +205,71 @@ std::string segment_guard_rules(const JobSegment& s) {
            "}\n";
 }
 
+namespace {
+
+// The VXLAN, made in the underlay (its UDP socket lives there) and placed in
+// the job's namespace at once: moving a device between namespaces afterwards
+// waits for the kernel's RCU grace periods (17 to 30 ms here). A VNI in use
+// may be this job's own, from its last run here (a requeued job): the kernel
+// frees the devices of a deleted namespace in the background, later. So it
+// is tried again for a while.
+void add_segment_vxlan(const JobSegment& s) {
+    UniqueFd job_ns(::open(("/run/netns/" + s.netns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!job_ns) SVM_THROW_ERRNO("open network namespace " + s.netns);
+    VxlanSpec v{s.vxlan, s.mtu, s.vni, s.self().underlay_ip, static_cast<uint16_t>(s.port), job_ns.get()};
+    Rtnl underlay(s.underlay_netns);
+    for (int waited_ms = 0;; waited_ms += 50) {
+        try {
+            underlay.add_vxlan(v);
+            return;
+        } catch (const NetlinkRefusal& e) {
+            if (e.err() != EEXIST) {
+                Error n = e;
+                SVM_CONTEXT(n, "the job's network segment (VNI " + std::to_string(s.vni) + ", local " +
+                                   s.self().underlay_ip + ") in " + s.netns);
+                throw n;
+            }
+            if (waited_ms >= kVniWaitMs)
+                throw VniInUse{"the job's network segment (VXLAN " + std::to_string(s.vni) +
+                               ") is in use on this node by another live job (job ids 16,777,215 apart): " + e.what()};
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+}  // namespace
+
+// Everything by this process (route netlink, libnftables): no program is
+// started, which is most of what `ip`, `bridge` and `nft` would cost.
 void setup_segment(const JobSegment& s) {
     add_netns(s.netns);
-    // Made in the underlay (its UDP socket lives there) and placed in the
-    // job's namespace at once: moving a device between namespaces afterwards
-    // waits for the kernel's RCU grace periods (17 to 30 ms here).
-    std::vector<std::string> add = {"ip",         "link",
-                                    "add",        s.vxlan,
-                                    "mtu",        std::to_string(s.mtu),
-                                    "netns",      s.netns,
-                                    "type",       "vxlan",
-                                    "id",         std::to_string(s.vni),
-                                    "local",      s.self().underlay_ip,
-                                    "dstport",    std::to_string(s.port),
-                                    "nolearning", "proxy"};
-    // A VNI in use may be this job's own, from its last run here (a requeued
-    // job): the kernel frees the devices of a deleted namespace in the
-    // background, later. So it is tried again for a while.
-    RunResult r = run_in(s.underlay_netns, add);
-    for (int waited_ms = 0; !r.ok() && vni_in_use(r) && waited_ms < kVniWaitMs; waited_ms += 50) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        r = run_in(s.underlay_netns, add);
+    add_segment_vxlan(s);
+    Rtnl job(s.netns);
+    job.set_up("lo");
+    job.add_bridge(s.bridge, s.self().host.mac);
+    job.set_mtu(s.bridge, s.mtu);
+    int bridge = job.link_index(s.bridge);
+    job.set_master(s.vxlan, bridge);
+    job.add_address(bridge, s.host_ip, s.prefix_len);
+    job.add_address(bridge, s.self().host.ip, 16);
+    job.set_up(s.vxlan);
+    job.set_up(s.bridge);
+    int vxlan = job.link_index(s.vxlan);
+    SegmentEntries e = segment_entries(s);
+    for (const auto& n : e.neighbours) job.replace_neighbour(n.dev == s.bridge ? bridge : vxlan, n.ip, n.mac);
+    for (const auto& f : e.forwarding) job.replace_forwarding(vxlan, f.mac, f.dst);
+    try {
+        load_nft_rules(s.netns, segment_guard_rules(s));
+    } catch (Error& err) {
+        SVM_CONTEXT(err, "install the guest's address guard (network namespace " + s.netns + ")");
+        throw;
     }
-    if (!r.ok()) {
-        std::string err = trim(r.err + r.out);
-        while (!err.empty() && err.back() == '.') err.pop_back();
-        if (vni_in_use(r))
-            throw VniInUse{"the job's network segment (VXLAN " + std::to_string(s.vni) +
-                           ") is in use on this node by another live job (job ids 16,777,215 apart): " + err};
-        SVM_THROW("create VXLAN " + s.vxlan + " (VNI " + std::to_string(s.vni) + ", local " + s.self().underlay_ip +
-                  (s.underlay_netns.empty() ? "" : ", network namespace " + s.underlay_netns) + ") in " + s.netns +
-                  ": " + err);
-    }
-    run_in_checked(s.netns, {"ip", "-batch", "-"}, "set up the job's bridge and VXLAN port", segment_ip_batch(s));
-    std::string fdb = segment_fdb_batch(s);
-    if (!fdb.empty()) run_in_checked(s.netns, {"bridge", "-batch", "-"}, "add the job's forwarding entries", fdb);
-    run_in_checked(s.netns, {"nft", "-f", "-"}, "install the guest's address guard (nft)", segment_guard_rules(s));
 }
 
 void remove_segment(const std::string& netns, const std::string& underlay_netns, const std::string& vxlan) {
     if (netns.rfind("svmj", 0) != 0 || vxlan.rfind("svx", 0) != 0)
         SVM_THROW("not a job's network: " + netns + ", " + vxlan);
-    if (underlay_netns.empty() || netns_exists(underlay_netns)) {
-        RunResult r = run_in(underlay_netns, {"ip", "link", "del", vxlan});
-        if (!r.ok() && run_in(underlay_netns, {"ip", "link", "show", vxlan}).ok())
-            SVM_THROW("delete VXLAN " + vxlan + ": " + trim(r.err + r.out));
-    }
+    if (underlay_netns.empty() || netns_exists(underlay_netns)) Rtnl(underlay_netns).delete_link(vxlan);
     if (!netns_exists(netns)) return;
     delete_netns(netns);
 }

@@ -76,12 +76,22 @@ JobSegment plan_segment(uint32_t job_id, int node_index, const std::vector<std::
                         const std::vector<std::string>& underlay_ips, const std::string& prefix,
                         const std::string& underlay_netns, int port, int mtu);
 
-// The command inputs, pure as well: `ip -batch` for the job's namespace
-// (bridge, VXLAN port, host address, static ARP neighbours), `bridge -batch`
-// (static forwarding entries to the peers' underlay addresses) and `nft -f`
-// (the tap held to the guest's own MAC and IPv4 address).
-std::string segment_ip_batch(const JobSegment& s);
-std::string segment_fdb_batch(const JobSegment& s);
+// What the job's namespace holds for the other nodes, pure as well: static
+// ARP neighbours (on the VXLAN port; the head's and every node's host side
+// on the bridge) and static forwarding entries to their underlay addresses
+// (dst "": an entry of the bridge's own table). And the nft rules that hold
+// the tap to the guest's own MAC and IPv4 address.
+struct StaticNeighbour {
+    std::string ip, mac, dev;
+};
+struct ForwardingEntry {
+    std::string mac, dev, dst;
+};
+struct SegmentEntries {
+    std::vector<StaticNeighbour> neighbours;
+    std::vector<ForwardingEntry> forwarding;
+};
+SegmentEntries segment_entries(const JobSegment& s);
 std::string segment_guard_rules(const JobSegment& s);
 
 // Makes it all (namespace, VXLAN made from the underlay directly inside it,

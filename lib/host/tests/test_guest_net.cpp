@@ -8,6 +8,7 @@
 #include "doctor.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
+#include "netlink.hpp"
 #include "proc.hpp"
 
 using namespace svm;
@@ -24,6 +25,21 @@ size_t count_of(const std::string& text, const std::string& what) {
     size_t n = 0;
     for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
     return n;
+}
+
+// The line of `text` that starts with `start` ("" if none).
+std::string line_of(const std::string& text, const std::string& start) {
+    size_t at = text.rfind("\n" + start);
+    if (text.rfind(start, 0) == 0) at = 0;
+    else if (at == std::string::npos) return "";
+    else ++at;
+    return text.substr(at, text.find('\n', at) - at);
+}
+
+bool has_forwarding(const SegmentEntries& e, const ForwardingEntry& want) {
+    for (const auto& f : e.forwarding)
+        if (f.mac == want.mac && f.dev == want.dev && f.dst == want.dst) return true;
+    return false;
 }
 
 }  // namespace
@@ -54,21 +70,27 @@ TEST_CASE("a 300-node job's plan: addresses, MACs and peers, alike on every node
     for (size_t i = 0; i < 300; ++i) CHECK(t.peers[i].guest.mac == s.peers[i].guest.mac);
     // Forwarding and neighbour entries: one per other node, to its underlay
     // address; nothing flooded (no all-zero entry), nothing for itself.
-    std::string fdb = segment_fdb_batch(s), ipb = segment_ip_batch(s);
+    SegmentEntries e = segment_entries(s), head = segment_entries(t);
     // (+ the head's host side: one forwarding entry for the VXLAN, one for
     // the bridge, one neighbour; the head has those for every node.)
-    CHECK(count_of(fdb, "fdb replace ") == 299 + 2);
-    CHECK(count_of(ipb, "neigh replace ") == 299 + 1);
-    CHECK(fdb.find("fdb replace 52:54:01:00:00:0a dev svx151 master static\n") != std::string::npos);
-    CHECK(count_of(segment_fdb_batch(t), "fdb replace ") == 299 * 3);
-    CHECK(count_of(segment_ip_batch(t), "neigh replace ") == 299 * 2);
+    CHECK(e.forwarding.size() == 299 + 2);
+    CHECK(e.neighbours.size() == 299 + 1);
+    CHECK(has_forwarding(e, {"52:54:01:00:00:0a", "svx151", ""}));  // the head's host side, in the bridge's table
+    CHECK(has_forwarding(e, {"52:54:01:00:00:0a", "svx151", "192.168.0.1"}));
+    CHECK(head.forwarding.size() == 299 * 3);
+    CHECK(head.neighbours.size() == 299 * 2);
     CHECK(segment_host_side(250).ip == "169.254.1.4");
     CHECK(segment_host_side(250).mac == "52:54:01:00:01:04");
-    CHECK(fdb.find("00:00:00:00:00:00") == std::string::npos);
-    CHECK(fdb.find("fdb replace 52:54:00:00:00:0a dev svx151 dst 192.168.0.1 self permanent\n") != std::string::npos);
-    CHECK(fdb.find(s.self().guest.mac) == std::string::npos);
-    CHECK(ipb.find("neigh replace " + s.self().guest.ip + " ") == std::string::npos);
-    CHECK(ipb.find("addr add 10.213.255.254/16 dev svmbr\n") != std::string::npos);
+    CHECK(has_forwarding(e, {"52:54:00:00:00:0a", "svx151", "192.168.0.1"}));
+    for (const auto& f : e.forwarding) {
+        CHECK(f.mac != "00:00:00:00:00:00");  // nothing flooded
+        CHECK(f.mac != s.self().guest.mac);
+        CHECK(f.dev == "svx151");
+    }
+    for (const auto& n : e.neighbours) {
+        CHECK(n.ip != s.self().guest.ip);
+        CHECK((n.dev == "svx151" || (n.dev == "svmbr" && n.ip == "169.254.0.10")));
+    }
 }
 
 TEST_CASE("jobs whose ids are equal modulo 254 get segments of their own", "[net]") {
@@ -190,6 +212,39 @@ TEST_CASE("on the kernel: each job's guests reach each other over VXLAN, not ano
             setup_segment(s);
             Lab::guest(s, "svmtg-" + std::to_string(job) + "-" + std::to_string(i));
         }
+    // What ip and bridge would have made (the requests are this process's own).
+    std::string vx = Sh::x("ip -n svmj83n0 -d link show svx53").out;
+    CHECK(vx.find(",UP,LOWER_UP> mtu 1450 qdisc noqueue master svmbr ") != std::string::npos);
+    CHECK(vx.find("vxlan id 83 local 10.250.77.1 ") != std::string::npos);
+    CHECK(vx.find("dstport 4789 nolearning ") != std::string::npos);
+    CHECK(vx.find(" proxy ") != std::string::npos);
+    std::string br = Sh::x("ip -n svmj83n0 addr show svmbr").out;
+    CHECK(br.find("mtu 1450 ") != std::string::npos);
+    CHECK(br.find("state UP") != std::string::npos);
+    CHECK(br.find("link/ether 52:54:01:00:00:0a ") != std::string::npos);
+    CHECK(br.find("inet 10.213.255.254/16 ") != std::string::npos);
+    CHECK(br.find("inet 169.254.0.10/16 ") != std::string::npos);
+    std::string fdb = Sh::x("bridge -n svmj83n0 fdb show dev svx53").out;
+    // (the underlay's namespace between: "link-netnsid N")
+    CHECK_THAT(line_of(fdb, "52:54:00:00:00:0b dst 10.250.77.2 "), Catch::EndsWith(" self permanent"));
+    CHECK_THAT(line_of(fdb, "52:54:01:00:00:0b dst 10.250.77.2 "), Catch::EndsWith(" self permanent"));
+    CHECK(fdb.find("52:54:01:00:00:0b master svmbr static") != std::string::npos);
+    std::string neigh = Sh::x("ip -n svmj83n0 neigh show").out;
+    CHECK(neigh.find("10.213.0.11 dev svx53 lladdr 52:54:00:00:00:0b PERMANENT") != std::string::npos);
+    CHECK(neigh.find("169.254.0.11 dev svmbr lladdr 52:54:01:00:00:0b PERMANENT") != std::string::npos);
+    CHECK(Sh::x("ip -n svmj83n0 link show lo").out.find("state UNKNOWN") != std::string::npos);  // lo up
+    CHECK(Sh::x("ip netns exec svmj83n0 nft list table bridge svm_guard").ok());
+    // A request the kernel refuses says why, in the kernel's words where it has them.
+    try {
+        Rtnl("svmtu-h1").add_vxlan({"svxdup", 1450, 83, "10.250.77.1", 4789, -1});
+        FAIL("a second VXLAN with the job's VNI was made");
+    } catch (const NetlinkRefusal& e) {
+        CHECK(e.err() == EEXIST);
+        CHECK(std::string(e.what()).find("VNI") != std::string::npos);
+    }
+    CHECK_THROWS_WITH(Rtnl("svmj83n0").link_index("nosuch0"), Catch::Contains("No such device"));
+    CHECK_THROWS_WITH(load_nft_rules("svmj83n0", "table bridge t { chain c { nosuchword; } }"),
+                      Catch::Contains("nosuchword"));
     // The same addresses in both jobs, each on its own segment.
     CHECK(Lab::reaches("svmtg-83-0", "10.213.0.11"));
     CHECK(Lab::reaches("svmtg-337-1", "10.213.0.10"));
