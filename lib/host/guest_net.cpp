@@ -15,7 +15,6 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "netlink.hpp"
-#include "proc.hpp"
 
 namespace svm {
 
@@ -214,8 +213,7 @@ namespace {
 // frees the devices of a deleted namespace in the background, later. So it
 // is tried again for a while.
 void add_segment_vxlan(const JobSegment& s) {
-    UniqueFd job_ns(::open(("/run/netns/" + s.netns).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!job_ns) SVM_THROW_ERRNO("open network namespace " + s.netns);
+    UniqueFd job_ns = open_netns(s.netns);
     VxlanSpec v{s.vxlan, s.mtu, s.vni, s.self().underlay_ip, static_cast<uint16_t>(s.port), job_ns.get()};
     Rtnl underlay(s.underlay_netns);
     for (int waited_ms = 0;; waited_ms += 50) {
@@ -292,9 +290,7 @@ std::string resolve_underlay(const std::string& name_template, const std::string
 }
 
 void enter_netns(const std::string& name) {
-    std::string p = "/run/netns/" + name;
-    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) SVM_THROW_ERRNO("open network namespace " + p);
+    UniqueFd fd = open_netns(name);
     if (::setns(fd.get(), CLONE_NEWNET) != 0) SVM_THROW_ERRNO("enter network namespace " + name);
 }
 

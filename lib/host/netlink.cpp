@@ -98,8 +98,7 @@ class InNetns {
 public:
     explicit InNetns(const std::string& name) {
         if (name.empty()) return;
-        UniqueFd target(::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!target) SVM_THROW_ERRNO("open network namespace " + name);
+        UniqueFd target = open_netns(name);
         back_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
         if (!back_) SVM_THROW_ERRNO("open this thread's network namespace");
         if (::setns(target.get(), CLONE_NEWNET) != 0) SVM_THROW_ERRNO("enter network namespace " + name);
@@ -133,12 +132,19 @@ std::string kernel_says(const nlmsghdr* h) {
 
 }  // namespace
 
+UniqueFd open_netns(const std::string& name) {
+    std::string path = "/run/netns/" + name;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) SVM_THROW_ERRNO("open network namespace " + path);
+    return fd;
+}
+
 NetlinkRefusal::NetlinkRefusal(const std::string& what, int err, const std::string& kernel_says)
     : Error(errno_message(what, err) + (kernel_says.empty() ? "" : " (" + kernel_says + ")"), __FILE__, __LINE__,
             __func__),
       err_(err) {}
 
-Rtnl::Rtnl(const std::string& netns) : where_(netns.empty() ? "" : " in network namespace " + netns) {
+Rtnl::Rtnl(const std::string& netns) : answer_(32768), where_(netns.empty() ? "" : " in network namespace " + netns) {
     InNetns in(netns);
     fd_ = UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
     if (!fd_) SVM_THROW_ERRNO("open a route netlink socket" + where_);
@@ -152,12 +158,11 @@ void Rtnl::request(std::vector<char>& msg, const std::string& what, std::vector<
     h->nlmsg_seq = ++seq_;
     if (::send(fd_.get(), msg.data(), msg.size(), 0) != static_cast<ssize_t>(msg.size()))
         SVM_THROW_ERRNO(what + where_ + ": send");
-    std::vector<char> buf(32768);
     for (;;) {
-        ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
+        ssize_t n = ::recv(fd_.get(), answer_.data(), answer_.size(), 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) SVM_THROW_ERRNO(what + where_ + ": receive");
-        for (auto* r = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(r, static_cast<unsigned>(n));
+        for (auto* r = reinterpret_cast<nlmsghdr*>(answer_.data()); NLMSG_OK(r, static_cast<unsigned>(n));
              r = NLMSG_NEXT(r, n)) {
             if (r->nlmsg_seq != seq_) continue;
             if (r->nlmsg_type != NLMSG_ERROR) {

@@ -59,9 +59,13 @@ public:
 private:
     void request(std::vector<char>& msg, const std::string& what, std::vector<char>* reply = nullptr);
     UniqueFd fd_;
+    std::vector<char> answer_;  // the kernel's replies, read into this
     uint32_t seq_ = 0;
     std::string where_;
 };
+
+// The network namespace /run/netns/NAME, opened (close-on-exec).
+UniqueFd open_netns(const std::string& name);
 
 // nftables rules (nft -f syntax) loaded into the named network namespace by
 // this process (libnftables), or a sentence of why not.

@@ -344,9 +344,10 @@ static std::optional<JobSegment> plan_network(const NodeConfig& cfg, const JobRe
 
 // Makes the planned segment, on a thread of its own: its namespace, links,
 // entries and guard take 10-15 ms (requests of this process's own), and no
-// other step of the prolog needs the segment made, only planned. The future's end is awaited before
-// the plan is written, and also when a step fails first (the destructor of
-// std::async's future waits), so that undoing never races the making.
+// other step of the prolog needs the segment made, only planned. The
+// future's end is awaited before the plan is written, and also when a step
+// fails first (the destructor of std::async's future waits), so that undoing
+// never races the making.
 static std::future<void> make_network(const std::optional<JobSegment>& planned) {
     return std::async(std::launch::async, [planned] {
         if (!planned) return;
