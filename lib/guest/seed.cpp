@@ -205,7 +205,9 @@ std::string agent_script() {
     // busy vCPU. runuser in su's form ("-s SHELL -c CMD -- USER") starts the
     // command in a session of its own and sets SHELL, HOME, USER and LOGNAME:
     // no env or setsid to start. Not for root (util-linux keeps root's
-    // session): then setsid does, as before.
+    // session): then setsid does, as before. The command (POSIX sh, made on
+    // the host) runs in /bin/sh, lighter to start than a login shell such as
+    // bash (tens of ms under emulation); SHELL is set back to the user's.
     return R"AGENT(exec 3<>"$1" 4<>"$2" 5<>"$3" || exit 1
 IFS=' ' read -r m n cl il pf <&3 || exit 0
 [ "$m" = SVM-AGENT-1 ] || exit 0
@@ -221,8 +223,8 @@ if [ -z "$id" ]; then e=$(getent passwd "$4") && s=${e##*:} && id=${e#*:*:} && i
 [ -x "$s" ] || s=/bin/sh
 exec 6<>"$5/srun" || exec 6</dev/null
 cd / && umask 022
-if [ "$id" != 0 ]; then "$6" -s "$s" -c "$c" -- "$4" <"$i" >&4 2>&5 3>&- 6>&- &
-else SHELL="$s" "$6" -u "$4" -- "$7" "$s" -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
+if [ "$id" != 0 ]; then SVM_SHELL=$s "$6" -s /bin/sh -c 'SHELL=$SVM_SHELL; unset SVM_SHELL; '"$c" -- "$4" <"$i" >&4 2>&5 3>&- 6>&- &
+else SHELL="$s" "$6" -u "$4" -- "$7" /bin/sh -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
 fi
 t=$!
 (while IFS=' ' read -r w a <&3; do
@@ -276,12 +278,17 @@ std::string write_file_line(const std::string& path, const std::string& content)
 // other guests): the job's key, its guests' host keys, the settings.
 std::string ssh_client_script(const JobPlan& p, const SeedKeys& k) {
     std::string s;
-    s += "install -d -m 0755 /etc/ssh/slurm-vm /etc/ssh/sshd_config.d /etc/ssh/ssh_config.d\n";
+    // One process: the key, the user's, and its directory (install -D).
+    std::string key = k.user_private;
+    if (key.empty() || key.back() != '\n') key += '\n';
+    if (key.find("\nSVM_KEY\n") != std::string::npos || key.rfind("SVM_KEY\n", 0) == 0)
+        SVM_THROW("the job's key contains the line SVM_KEY");
+    s += "[ -d /etc/ssh/ssh_config.d ] || mkdir -p -m 0755 /etc/ssh/ssh_config.d\n";
     s += write_file_line("/etc/ssh/ssh_known_hosts", k.known_hosts);
-    s += "umask 077\n";
-    s += write_file_line("/etc/ssh/slurm-vm/id_ed25519", k.user_private);
-    s += "umask 022\n";
-    s += "chown " + std::to_string(p.uid) + ":" + std::to_string(p.gid) + " /etc/ssh/slurm-vm/id_ed25519\n";
+    // /proc/self/fd/0: an image without udev has no /dev/stdin.
+    s += "install -D -m 0600 -o " + std::to_string(p.uid) + " -g " + std::to_string(p.gid) +
+         " /proc/self/fd/0 /etc/ssh/slurm-vm/id_ed25519 <<'SVM_KEY' || fail \"cannot write the job's SSH key\"\n" +
+         key + "SVM_KEY\n";
     s += write_file_line("/etc/ssh/ssh_config.d/slurm-vm.conf",
                          "Host *\n"
                          "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"
@@ -300,6 +307,7 @@ std::string ssh_client_script(const JobPlan& p, const SeedKeys& k) {
 // the user's home (which may be the user's real home, shared).
 std::string ssh_server_script(const SeedKeys& k) {
     std::string s;
+    s += "[ -d /etc/ssh/sshd_config.d ] || mkdir -p -m 0755 /etc/ssh/sshd_config.d\n";
     s += "umask 077\n";
     s += write_file_line("/etc/ssh/slurm-vm/ssh_host_ed25519_key", k.host_private);
     s += "umask 022\n";
@@ -336,27 +344,49 @@ std::string network_script(const JobPlan& p) {
 
 }  // namespace
 
-std::string seed_user_script(const JobPlan& p, const std::string& passwd, const std::string& group) {
+std::string seed_user_script(const JobPlan& p, const std::string& etc) {
     auto q = shell_quote;
     std::string uid = std::to_string(p.uid), gid = std::to_string(p.gid);
+    std::string passwd = q(etc + "/passwd"), group = q(etc + "/group");
     std::string s;
     // svm_find FILE FIELD VALUE: the first field (the name) of the line whose
     // FIELD-th field (1 or 3) is VALUE, in $o.
-    s += "svm_find() { o=; while IFS=: read -r n _ i _; do if [ \"$2\" = 1 ]; then i=$n; fi; "
+    s += "svm_find() { o=; while IFS=: read -r n _ i _ || [ -n \"$n\" ]; do if [ \"$2\" = 1 ]; then i=$n; fi; "
          "[ \"$i\" = \"$3\" ] && o=$n && return 0; done <\"$1\"; return 1; }\n";
+    // svm_add FILE LINE: LINE appended to FILE, on a line of its own even if
+    // the file's last line has no newline.
+    s += "svm_add() { l=; while IFS= read -r l; do :; done <\"$1\"; [ -z \"$l\" ] || l='\n'; "
+         "printf '%s%s\\n' \"$l\" \"$2\" >>\"$1\"; }\n";
     if (p.uid >= 1000 || p.gid >= 1000)
         s += "svm_free_id() { n=59999; while getent passwd $n >/dev/null || getent group $n >/dev/null; do "
              "n=$((n - 1)); done; echo $n; }\n";
     if (p.uid >= 1000)
-        s += "svm_find " + q(passwd) + " 3 " + uid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.user) +
+        s += "svm_find " + passwd + " 3 " + uid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.user) +
              " ] || usermod -u \"$(svm_free_id)\" \"$o\" || fail \"usermod $o (it holds uid " + uid + ")\"\n";
     if (p.gid >= 1000)
-        s += "svm_find " + q(group) + " 3 " + gid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.group) +
+        s += "svm_find " + group + " 3 " + gid + "; [ -z \"$o\" ] || [ \"$o\" = " + q(p.group) +
              " ] || groupmod -g \"$(svm_free_id)\" \"$o\" || fail \"groupmod $o (it holds gid " + gid + ")\"\n";
-    s += "svm_find " + q(group) + " 3 " + gid + " || groupadd -g " + gid + " " + q(p.group) + " || getent group " +
-         gid + " >/dev/null || fail groupadd\n";
-    s += "svm_find " + q(passwd) + " 1 " + q(p.user) + " || useradd -M -d " + q(p.home) + " -u " + uid + " -g " + gid +
-         " -s /bin/bash " + q(p.user) + " || getent passwd " + q(p.user) + " >/dev/null || fail useradd\n";
+    // What groupadd and useradd -M would write, without them: under
+    // emulation the two took 0.6 s of the guest's start. svm_nss DB KEY:
+    // whether NSS knows KEY beyond the files, asked (getent) only when
+    // nsswitch.conf names another source than files or systemd for DB.
+    s += "svm_nss() { while read -r k v || [ -n \"$k\" ]; do [ \"$k\" = \"$1:\" ] || continue; for w in $v; do "
+         "case \"$w\" in files|systemd) ;; *) getent \"$1\" \"$2\" >/dev/null; return; esac; done; return 1; "
+         "done <" +
+         q(etc + "/nsswitch.conf") + "; return 1; } 2>/dev/null\n";
+    std::string g = p.group + " (gid " + gid + ")", u = p.user + " (uid " + uid + ")";
+    s += "if ! svm_find " + group + " 3 " + gid + " && ! svm_nss group " + gid + "; then\n";
+    s += "  ! svm_find " + group + " 1 " + q(p.group) + " || fail " +
+         q("the image has a group " + p.group + " with another gid than the job's " + gid) + "\n";
+    s += "  svm_add " + group + " " + q(p.group + ":x:" + gid + ":") + " && { [ ! -f " + q(etc + "/gshadow") +
+         " ] || svm_add " + q(etc + "/gshadow") + " " + q(p.group + ":!::") + "; } || fail " +
+         q("cannot add the group " + g + " to " + etc + "/group") + "\n";
+    s += "fi\n";
+    s += "if ! svm_find " + passwd + " 1 " + q(p.user) + " && ! svm_nss passwd " + q(p.user) + "; then\n";
+    s += "  svm_add " + passwd + " " + q(p.user + ":x:" + uid + ":" + gid + "::" + p.home + ":/bin/bash") +
+         " && { [ ! -f " + q(etc + "/shadow") + " ] || svm_add " + q(etc + "/shadow") + " " + q(p.user + ":!:::::::") +
+         "; } || fail " + q("cannot add the user " + u + " to " + etc + "/passwd") + "\n";
+    s += "fi\n";
     return s;
 }
 
@@ -399,12 +429,23 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // Opened read-write: never blocks; the first command holds it open too.
     s += "svm_wake() { echo go 1<>" + flags + "/go; } 2>/dev/null\n";
     s += "fail() { : >" + flags + "/failed; svm_wake; log \"SLURM_VM_FAILED $*\"; exit 1; }\n";
-    s += "hostname " + q(p.hostname) + "; echo " + q(p.hostname) + " >/etc/hostname\n";
+    // The kernel's hostname written by the shell (no process), as hostname(1) sets it.
+    s += "{ echo " + q(p.hostname) + " >/proc/sys/kernel/hostname; } 2>/dev/null || hostname " + q(p.hostname) +
+         "; echo " + q(p.hostname) + " >/etc/hostname\n";
     // The job's traffic goes where the peers' hostnames point: the IPoIB
     // addresses when the job has a fabric, else the bridge's. Also in
     // cloud-init's hosts templates, which an image with manage_etc_hosts
     // renders into /etc/hosts after this script. Earlier lines of ours go
     // (a saved image's); the file is rewritten in place by the shell.
+    // The shares and the job's working directory in the background, from
+    // here: mounting waits on the host's virtiofsd (and loading the module on
+    // the disk) while the steps below keep the vCPU busy. Awaited before the
+    // flag "ready"; its failure has said why (fail()).
+    std::string mounts = seed_shares_script(p);
+    if (!p.workdir.empty())
+        mounts += "[ -d " + q(p.workdir) + " ] || { mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) +
+                  ":" + std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null; }\n";
+    if (!mounts.empty()) s += "(\n" + mounts + ") &\nsvm_mounts=$!\n";
     s += seed_hosts_script(p);
     s += seed_user_script(p);
     s += seed_agent_script(p);  // needs only the user
@@ -412,10 +453,6 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += network_script(p);
     s += seed_fabric_script(p);
     s += seed_irq_script(p);
-    s += seed_shares_script(p);
-    if (!p.workdir.empty())
-        s += "[ -d " + q(p.workdir) + " ] || { mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) + ":" +
-             std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null; }\n";
     // The job's first command needs no daemon: it may start while the
     // daemon does. The marker (the keeper's readiness, then TCP 22) comes
     // after it.
@@ -423,6 +460,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // started (it says so on the FIFO "started", or the agent once it
     // ended): on one busy vCPU the two would share it, and the command is
     // what the job waits for. Held open from before the flag: no line is lost.
+    if (!mounts.empty()) s += "wait \"$svm_mounts\" || exit 1\n";
     s += "exec 7<>" + flags + "/started\n";
     s += ": >" + flags + "/ready; svm_wake; log " + q(set_up_marker(p)) + "\n";
     s += "[ -e " + flags + "/taken ] && read _ <&7; exec 7<&-\n";

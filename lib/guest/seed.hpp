@@ -47,11 +47,13 @@ std::string seed_hosts_script(const JobPlan& p,
 // an image saved from an earlier guest or built with it) may hold the job's
 // ids: it is moved to free ids (deleting it would break cloud-init's later
 // modules, which look it up). Only ordinary accounts (ids >= 1000) are
-// moved, never system ones. The image's files are read by the shell itself
-// (no process); an account only NSS knows (LDAP) makes groupadd or useradd
-// refuse, and getent then says it exists. Needs fail() (seed_user_data).
-std::string seed_user_script(const JobPlan& p, const std::string& passwd = "/etc/passwd",
-                             const std::string& group = "/etc/group");
+// moved, never system ones. The image's files are read and written by the
+// shell itself: an account neither in them nor known to NSS (getent: LDAP)
+// gets the lines groupadd and useradd -M would add to passwd, group, shadow
+// and gshadow in `etc` (no home made, no password), without starting them.
+// A group of the job's name with another gid fails the boot, saying so.
+// Needs fail() (seed_user_data).
+std::string seed_user_script(const JobPlan& p, const std::string& etc = "/etc");
 // Turns off PAM's dynamic message of the day for SSH sessions in the guest
 // (comments out pam_motd in the guest's copy of pam_file): it runs
 // /etc/update-motd.d on every session, so on every srun step and every
@@ -98,10 +100,10 @@ inline constexpr const char* kGuestFlagDir = "/run/slurm-vm";
 //     itself; usually none); then "signal <NAME>\n" lines;
 //   the command runs as the user, through PAM (runuser: pam_limits, so
 //     memlock as for an SSH session), in a session of its own (runuser's;
-//     setsid's for root, whose session runuser keeps), its
-//     user's login shell given "-c", environment: PATH, HOME, SHELL, USER,
-//     LOGNAME and what the command exports; stdout on the second port,
-//     stderr on the third;
+//     setsid's for root, whose session runuser keeps), given to /bin/sh
+//     with "-c" (SHELL still the user's login shell), environment: PATH,
+//     HOME, SHELL, USER, LOGNAME and what the command exports; stdout on
+//     the second port, stderr on the third;
 //   a signal goes to the process group noted in the pid file (as
 //     remote_signal_command does), or, before the command noted it, to
 //     runuser;

@@ -19,6 +19,7 @@ echo "agent memlock: $(ulimit -l)"
 read -r pid _ _ _ _ sid _ </proc/$$/stat
 echo "session leader: $([ "$pid" = "$sid" ] && echo yes || echo "no ($pid in $sid)")"
 echo "environment: $(env | sed -n 's/=.*//p' | sort | tr '\n' ' ')"
+echo "shell: $SHELL, login shell: $(getent passwd "$(id -un)" | cut -d: -f7)"
 ml=""; i=0
 while [ -z "$ml" ] && [ $i -lt 60 ]; do  # the guest's sshd starts after the script may
     ml="$(ssh -o BatchMode=yes "$(hostname)" 'ulimit -l' 2>/dev/null)"; i=$((i+1)); [ -n "$ml" ] || sleep 1
@@ -57,6 +58,9 @@ for v in HOME LOGNAME PATH SHELL USER SLURM_JOB_ID; do
 done
 other="$(tr ' ' '\n' <<<"$env_names" | grep -vxE '(HOME|LOGNAME|PATH|SHELL|USER|PWD|OLDPWD|SHLVL|_|LANG|LC_ALL|TZ|OMP_NUM_THREADS|(SLURM|SLURMD|OMPI|HYDRA)_[A-Za-z0-9_]*)?' || true)"
 [[ -z "$other" ]] || fail "the batch script got variables from the guest's own start: $other"
+# SHELL is the user's login shell, though the agent's command runs in /bin/sh.
+shells="$(sed -n 's/^shell: //p' "$out")"
+[[ "$shells" == "/bin/bash, login shell: /bin/bash" ]] || fail "the batch script's SHELL is not the user's login shell: $shells"
 
 dir="$SVM_STATE_ROOT/node1/job_$id"
 u() { as_user "$SVM_USER" sh -c "$1" >/dev/null 2>&1; }

@@ -201,14 +201,14 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
     std::string ud = svm::seed_user_data(p, k);
     CHECK(ud.rfind("#cloud-boothook\n#!/bin/sh\n", 0) == 0);  // early in cloud-init, a script after its first line
-    CHECK(ud.find("useradd -M -d '/home/alice' -u 2001 -g 2001") != std::string::npos);
+    CHECK(ud.find("'alice:x:2001:2001::/home/alice:/bin/bash'") != std::string::npos);
     CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
     // A stock image's default user (cloud-init's, uid/gid 1000 or any ordinary
     // ids) holding the job's ids is moved away, before the job's user is made.
     CHECK(ud.find("svm_find '/etc/passwd' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || usermod -u") <
-          ud.find("useradd -M"));
+          ud.find("svm_nss passwd 'alice'"));
     CHECK(ud.find("svm_find '/etc/group' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
-          ud.find("groupadd -g 2001"));
+          ud.find("svm_nss group 2001"));
     CHECK(ud.find(svm::seed_user_script(p)) != std::string::npos);
     CHECK(ud.find(svm::seed_hosts_script(p)) < ud.find(svm::seed_user_script(p)));
     // sshd is (re)started with the job's configuration before the marker.
@@ -220,7 +220,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     // network, the shares and the daemon; the flags its command waits for are
     // made anew first, "ready" before the daemon starts, the marker after it.
     std::string agent = svm::seed_agent_script(p);
-    CHECK(ud.find(agent) > ud.find("useradd -M"));
+    CHECK(ud.find(agent) > ud.find("svm_nss passwd 'alice'"));
     CHECK(ud.find(agent) < ud.find("addr replace %s dev %s"));
     CHECK(ud.find(agent) < ud.find(svm::seed_sshd_start_script()));
     // sshd's privilege separation directory, made once, before the daemon.
@@ -258,7 +258,7 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     // client's key and settings (mpirun); what only sshd needs, after it.
     for (const char* before :
          {"/etc/ssh/ssh_known_hosts\n", "/etc/ssh/slurm-vm/id_ed25519\n", "/etc/ssh/ssh_config.d/slurm-vm.conf\n",
-          "chown 2001:2001 /etc/ssh/slurm-vm/id_ed25519"}) {
+          "install -D -m 0600 -o 2001 -g 2001 /proc/self/fd/0 /etc/ssh/slurm-vm/id_ed25519"}) {
         INFO(before);
         CHECK(ud.find(before) < ud.find(flag));
     }
@@ -270,8 +270,8 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
         CHECK(ud.find(after) < ud.find(svm::seed_sshd_start_script()));
     }
     // The files' bytes as before (printf of the shell, no process).
-    CHECK(ud.find("printf %s " + svm::shell_quote(k.user_private) + " >/etc/ssh/slurm-vm/id_ed25519\n") !=
-          std::string::npos);
+    CHECK(ud.find("/etc/ssh/slurm-vm/id_ed25519 <<'SVM_KEY' || fail \"cannot write the job's SSH key\"\n" +
+                  k.user_private + "SVM_KEY\n") != std::string::npos);
     CHECK(ud.find("printf %s 'ssh-ed25519 AAAAuser c\n' >/etc/ssh/slurm-vm/authorized_keys\n") != std::string::npos);
     // The host's entropy first when the first command logs into the other
     // guests (two nodes here), else with sshd (one node).
@@ -397,14 +397,21 @@ TEST_CASE("seed: the peers' lines replace earlier ones in the hosts files, the r
 }
 
 namespace {
-// seed_user_script against the image's files `passwd` and `group`, with
-// stand-ins for the account tools that log their calls; `tools` sets what
-// each of them exits with (shell lines, e.g. "useradd=9").
-std::string user_script_calls(const std::string& passwd, const std::string& group, const std::string& tools = "") {
+// seed_user_script against the image's files `passwd` and `group` (and an
+// empty shadow and gshadow), with stand-ins for the account tools that log
+// their calls; `tools` sets what each of them exits with (shell lines, e.g.
+// "getent=2"). The calls, then the four files as the script left them.
+struct UserScript {
+    std::string calls, passwd, group, shadow, gshadow;
+};
+UserScript user_script(const std::string& passwd, const std::string& group, const std::string& tools = "",
+                       const std::string& nsswitch = "passwd: files ldap\ngroup: files ldap\n") {
     svm::test::TempDir d("svm-users");
     std::string bin = svm::path_join(d.path(), "bin"), log = svm::path_join(d.path(), "calls");
+    std::string etc = svm::path_join(d.path(), "etc");
     svm::mkdir_p(bin, 0755);
-    std::string p_file = svm::path_join(d.path(), "passwd"), g_file = svm::path_join(d.path(), "group");
+    svm::mkdir_p(etc, 0755);
+    std::string p_file = svm::path_join(etc, "passwd"), g_file = svm::path_join(etc, "group");
     // usermod -u N NAME and groupmod -g N NAME change the id in the file.
     auto renumber = [](const std::string& file) {
         return "sed -i \"s/^$3:\\([^:]*\\):[^:]*:/$3:\\1:$2:/\" " + svm::shell_quote(file) + "\n";
@@ -418,39 +425,83 @@ std::string user_script_calls(const std::string& passwd, const std::string& grou
                                    (effect.empty() ? ":\n" : effect) + "exit $rc\n",
                                0755);
     }
-    // No account of NSS unless `tools` says so: getent finds none by default.
-    svm::write_file_atomic(p_file, passwd, 0644);
+    // getent finds an account (NSS: LDAP) unless `tools` says otherwise.
+    if (passwd != "(a directory)") svm::write_file_atomic(p_file, passwd, 0644);
+    else svm::mkdir_p(p_file, 0755);
     svm::write_file_atomic(g_file, group, 0644);
+    svm::write_file_atomic(svm::path_join(etc, "shadow"), "", 0640);
+    svm::write_file_atomic(svm::path_join(etc, "gshadow"), "", 0640);
+    if (!nsswitch.empty()) svm::write_file_atomic(svm::path_join(etc, "nsswitch.conf"), nsswitch, 0644);
     std::string script = "PATH=" + bin + ":$PATH\nfail() { echo \"failed: $*\" >>" + svm::shell_quote(log) +
-                         "; exit 1; }\n" + svm::seed_user_script(sample_plan(), p_file, g_file);
+                         "; exit 1; }\n" + svm::seed_user_script(sample_plan(), etc);
     svm::run({"/bin/sh", "-c", script});
-    std::string calls;
-    svm::read_file_if_exists(log, calls);
-    return calls;
+    UserScript r;
+    svm::read_file_if_exists(log, r.calls);
+    if (passwd != "(a directory)") svm::read_file_if_exists(p_file, r.passwd);
+    svm::read_file_if_exists(g_file, r.group);
+    svm::read_file_if_exists(svm::path_join(etc, "shadow"), r.shadow);
+    svm::read_file_if_exists(svm::path_join(etc, "gshadow"), r.gshadow);
+    return r;
 }
 }  // namespace
 
 TEST_CASE("seed: the job's user is made unless the image has it, and a default user holding its ids moves", "[core]") {
     const std::string base = "root:x:0:0:root:/root:/bin/bash\n";
     const std::string groups = "root:x:0:\n";
-    // Neither exists: the group, then the user, with the host's ids.
-    CHECK(user_script_calls(base, groups, "getent=2") ==
-          "groupadd -g 2001 alice\nuseradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\n");
-    // Both in the image's files (a saved image): no program runs at all.
-    CHECK(user_script_calls(base + "alice:x:2001:2001::/home/alice:/bin/bash\n", groups + "alice:x:2001:\n") == "");
+    const std::string alice = "alice:x:2001:2001::/home/alice:/bin/bash\n";
+    // Neither exists, nor does NSS know them: the lines groupadd and useradd
+    // -M would write, written by the shell; no account tool runs.
+    auto r = user_script(base, groups, "getent=2");
+    CHECK(r.calls == "getent group 2001\ngetent passwd alice\n");
+    CHECK(r.passwd == base + alice);
+    CHECK(r.group == groups + "alice:x:2001:\n");
+    CHECK(r.shadow == "alice:!:::::::\n");
+    CHECK(r.gshadow == "alice:!::\n");
+    // NSS with no other source than the files (and systemd's, which knows
+    // no such user): not asked; so with no nsswitch.conf (glibc: files).
+    for (const char* nss : {"passwd: files systemd\ngroup:\tfiles  systemd\nshadow: files\n", "passwd: files", ""}) {
+        INFO(nss);
+        r = user_script(base, groups, "", nss);
+        CHECK(r.calls == "");
+        CHECK(r.passwd == base + alice);
+        CHECK(r.group == groups + "alice:x:2001:\n");
+    }
+    // Another source for one of them: that one is asked.
+    r = user_script(base, groups, "getent=2", "passwd: files\ngroup: files [NOTFOUND=return] sss\n");
+    CHECK(r.calls == "getent group 2001\n");
+    CHECK(r.passwd == base + alice);
+    // A last line without its newline keeps it; the new one goes on its own.
+    r = user_script("root:x:0:0:root:/root:/bin/bash", "root:x:0:", "getent=2");
+    CHECK(r.passwd == base + alice);
+    CHECK(r.group == groups + "alice:x:2001:\n");
+    // Both in the image's files (a saved image), the user's on a last line
+    // without its newline: no program runs, nothing is written.
+    r = user_script(base + "alice:x:2001:2001::/home/alice:/bin/bash", groups + "alice:x:2001:\n");
+    CHECK(r.calls == "");
+    CHECK(r.passwd == base + "alice:x:2001:2001::/home/alice:/bin/bash");
+    CHECK(r.shadow == "");
     // The image's default user holds the ids: moved to free ones first.
-    CHECK(user_script_calls(base + "debian:x:2001:2001::/home/debian:/bin/bash\n", groups + "debian:x:2001:\n",
-                            "getent=2") ==
+    r = user_script(base + "debian:x:2001:2001::/home/debian:/bin/bash\n", groups + "debian:x:2001:\n", "getent=2");
+    CHECK(r.calls ==
           "getent passwd 59999\ngetent group 59999\nusermod -u 59999 debian\n"
           "getent passwd 59999\ngetent group 59999\ngroupmod -g 59999 debian\n"
-          "groupadd -g 2001 alice\nuseradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\n");
-    // Accounts only NSS knows (LDAP): the tools refuse, getent finds them, no failure.
-    CHECK(user_script_calls(base, groups, "groupadd=4 useradd=9") ==
-          "groupadd -g 2001 alice\ngetent group 2001\n"
-          "useradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\ngetent passwd alice\n");
-    // A refusal nobody explains fails the boot, saying which tool.
-    CHECK(user_script_calls(base, groups + "alice:x:2001:\n", "useradd=1 getent=2") ==
-          "useradd -M -d /home/alice -u 2001 -g 2001 -s /bin/bash alice\ngetent passwd alice\nfailed: useradd\n");
+          "getent group 2001\ngetent passwd alice\n");
+    CHECK(r.passwd == base + "debian:x:59999:2001::/home/debian:/bin/bash\n" + alice);
+    CHECK(r.group == groups + "debian:x:59999:\nalice:x:2001:\n");
+    // Accounts only NSS knows (LDAP): getent finds them, nothing is written.
+    r = user_script(base, groups);
+    CHECK(r.calls == "getent group 2001\ngetent passwd alice\n");
+    CHECK(r.passwd == base);
+    CHECK(r.group == groups);
+    CHECK(r.shadow == "");
+    // A group of the job's name with another gid fails the boot, saying so.
+    r = user_script(base, groups + "alice:x:3000:\n", "getent=2");
+    CHECK(r.calls == "getent group 2001\nfailed: the image has a group alice with another gid than the job's 2001\n");
+    CHECK(r.group == groups + "alice:x:3000:\n");
+    // A file that cannot be written fails the boot, saying which.
+    r = user_script("(a directory)", groups, "getent=2");
+    CHECK(r.calls.find("failed: cannot add the user alice (uid 2001) to ") != std::string::npos);
+    CHECK(r.group == groups + "alice:x:2001:\n");
 }
 
 TEST_CASE("the remote command recreates the task's environment and directory", "[core]") {
