@@ -369,7 +369,7 @@ std::string seed_user_script(const JobPlan& p, const std::string& etc) {
     // What groupadd and useradd -M would write, without them: under
     // emulation the two took 0.6 s of the guest's start. svm_nss DB KEY:
     // whether NSS knows KEY beyond the files, asked (getent) only when
-    // nsswitch.conf names another source than files or systemd for DB.
+    // nsswitch.conf names a source other than files or systemd for DB.
     s += "svm_nss() { while read -r k v || [ -n \"$k\" ]; do [ \"$k\" = \"$1:\" ] || continue; for w in $v; do "
          "case \"$w\" in files|systemd) ;; *) getent \"$1\" \"$2\" >/dev/null; return; esac; done; return 1; "
          "done <" +
@@ -432,11 +432,6 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     // The kernel's hostname written by the shell (no process), as hostname(1) sets it.
     s += "{ echo " + q(p.hostname) + " >/proc/sys/kernel/hostname; } 2>/dev/null || hostname " + q(p.hostname) +
          "; echo " + q(p.hostname) + " >/etc/hostname\n";
-    // The job's traffic goes where the peers' hostnames point: the IPoIB
-    // addresses when the job has a fabric, else the bridge's. Also in
-    // cloud-init's hosts templates, which an image with manage_etc_hosts
-    // renders into /etc/hosts after this script. Earlier lines of ours go
-    // (a saved image's); the file is rewritten in place by the shell.
     // The shares and the job's working directory in the background, from
     // here: mounting waits on the host's virtiofsd (and loading the module on
     // the disk) while the steps below keep the vCPU busy. Awaited before the
@@ -446,6 +441,11 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
         mounts += "[ -d " + q(p.workdir) + " ] || { mkdir -p " + q(p.workdir) + " && chown " + std::to_string(p.uid) +
                   ":" + std::to_string(p.gid) + " " + q(p.workdir) + " 2>/dev/null; }\n";
     if (!mounts.empty()) s += "(\n" + mounts + ") &\nsvm_mounts=$!\n";
+    // The job's traffic goes where the peers' hostnames point: the IPoIB
+    // addresses when the job has a fabric, else the bridge's. Also in
+    // cloud-init's hosts templates, which an image with manage_etc_hosts
+    // renders into /etc/hosts after this script. Earlier lines of ours go
+    // (a saved image's); the file is rewritten in place by the shell.
     s += seed_hosts_script(p);
     s += seed_user_script(p);
     s += seed_agent_script(p);  // needs only the user
