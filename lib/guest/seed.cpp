@@ -345,6 +345,10 @@ std::string network_script(const JobPlan& p) {
 }  // namespace
 
 std::string seed_user_script(const JobPlan& p, const std::string& etc) {
+    // Fields of passwd and group lines: no separator, no line break.
+    for (const std::string* f : {&p.user, &p.group, &p.home})
+        if (f->find_first_of(":\n") != std::string::npos)
+            SVM_THROW("the job's user, group or home \"" + *f + "\" cannot be a field of the guest's passwd");
     auto q = shell_quote;
     std::string uid = std::to_string(p.uid), gid = std::to_string(p.gid);
     std::string passwd = q(etc + "/passwd"), group = q(etc + "/group");

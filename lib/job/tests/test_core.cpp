@@ -498,6 +498,13 @@ TEST_CASE("seed: the job's user is made unless the image has it, and a default u
     r = user_script(base, groups + "alice:x:3000:\n", "getent=2");
     CHECK(r.calls == "getent group 2001\nfailed: the image has a group alice with another gid than the job's 2001\n");
     CHECK(r.group == groups + "alice:x:3000:\n");
+    // Values that cannot be fields of passwd never reach the guest.
+    auto bad = sample_plan();
+    bad.home = "/home/a:b";
+    CHECK_THROWS_WITH(svm::seed_user_script(bad), Catch::Contains("cannot be a field of the guest's passwd"));
+    bad = sample_plan();
+    bad.user = "al\nice";
+    CHECK_THROWS_WITH(svm::seed_user_script(bad), Catch::Contains("cannot be a field"));
     // A file that cannot be written fails the boot, saying which.
     r = user_script("(a directory)", groups, "getent=2");
     CHECK(r.calls.find("failed: cannot add the user alice (uid 2001) to ") != std::string::npos);
