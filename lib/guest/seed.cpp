@@ -386,10 +386,22 @@ std::string seed_user_script(const JobPlan& p, const std::string& etc) {
          " ] || svm_add " + q(etc + "/gshadow") + " " + q(p.group + ":!::") + "; } || fail " +
          q("cannot add the group " + g + " to " + etc + "/group") + "\n";
     s += "fi\n";
+    // svm_sub FILE: the user's subordinate ids where the image keeps them
+    // (rootless containers), as useradd gives them: 65536 from the end of
+    // the highest range there, 100000 at least, up to useradd's limit.
+    // Lines other than NAME:START:COUNT in decimal (no leading zero, which
+    // the shell's arithmetic would read as octal) are passed over.
+    s += "svm_sub() { [ -f \"$1\" ] || return 0; ! svm_find \"$1\" 1 " + q(p.user) +
+         " || return 0; sm=100000; while IFS=: read -r _ sa sc || [ -n \"$sa\" ]; do case \"$sa:$sc\" in "
+         "*[!0-9:]*|*:*:*|:*|*:|0?*|*:0?*|???????????*:*|*:???????????*) continue;; esac; [ $((sa + sc)) -le $sm ] || "
+         "sm=$((sa + sc)); done <\"$1\"; [ $((sm + 65535)) -le 600100000 ] || return 0; svm_add \"$1\" " +
+         q(p.user + ":") + "\"$sm:65536\" || fail " + q("cannot give the user " + u + " subordinate ids in") +
+         " \"$1\"; }\n";
     s += "if ! svm_find " + passwd + " 1 " + q(p.user) + " && ! svm_nss passwd " + q(p.user) + "; then\n";
     s += "  svm_add " + passwd + " " + q(p.user + ":x:" + uid + ":" + gid + "::" + p.home + ":/bin/bash") +
          " && { [ ! -f " + q(etc + "/shadow") + " ] || svm_add " + q(etc + "/shadow") + " " + q(p.user + ":!:::::::") +
          "; } || fail " + q("cannot add the user " + u + " to " + etc + "/passwd") + "\n";
+    s += "  svm_sub " + q(etc + "/subuid") + "; svm_sub " + q(etc + "/subgid") + "\n";
     s += "fi\n";
     return s;
 }

@@ -400,12 +400,14 @@ namespace {
 // seed_user_script against the image's files `passwd` and `group` (and an
 // empty shadow and gshadow), with stand-ins for the account tools that log
 // their calls; `tools` sets what each of them exits with (shell lines, e.g.
-// "getent=2"). The calls, then the four files as the script left them.
+// "getent=2"). `subids`: the content of subuid and subgid, absent if "-".
+// The calls, then the files as the script left them.
 struct UserScript {
-    std::string calls, passwd, group, shadow, gshadow;
+    std::string calls, passwd, group, shadow, gshadow, subuid, subgid;
 };
 UserScript user_script(const std::string& passwd, const std::string& group, const std::string& tools = "",
-                       const std::string& nsswitch = "passwd: files ldap\ngroup: files ldap\n") {
+                       const std::string& nsswitch = "passwd: files ldap\ngroup: files ldap\n",
+                       const std::string& subids = "-") {
     svm::test::TempDir d("svm-users");
     std::string bin = svm::path_join(d.path(), "bin"), log = svm::path_join(d.path(), "calls");
     std::string etc = svm::path_join(d.path(), "etc");
@@ -432,6 +434,8 @@ UserScript user_script(const std::string& passwd, const std::string& group, cons
     svm::write_file_atomic(svm::path_join(etc, "shadow"), "", 0640);
     svm::write_file_atomic(svm::path_join(etc, "gshadow"), "", 0640);
     if (!nsswitch.empty()) svm::write_file_atomic(svm::path_join(etc, "nsswitch.conf"), nsswitch, 0644);
+    for (const char* f : {"subuid", "subgid"})
+        if (subids != "-") svm::write_file_atomic(svm::path_join(etc, f), subids, 0644);
     std::string script = "PATH=" + bin + ":$PATH\nfail() { echo \"failed: $*\" >>" + svm::shell_quote(log) +
                          "; exit 1; }\n" + svm::seed_user_script(sample_plan(), etc);
     svm::run({"/bin/sh", "-c", script});
@@ -441,6 +445,8 @@ UserScript user_script(const std::string& passwd, const std::string& group, cons
     svm::read_file_if_exists(g_file, r.group);
     svm::read_file_if_exists(svm::path_join(etc, "shadow"), r.shadow);
     svm::read_file_if_exists(svm::path_join(etc, "gshadow"), r.gshadow);
+    if (!svm::read_file_if_exists(svm::path_join(etc, "subuid"), r.subuid)) r.subuid = "-";
+    if (!svm::read_file_if_exists(svm::path_join(etc, "subgid"), r.subgid)) r.subgid = "-";
     return r;
 }
 }  // namespace
@@ -457,6 +463,7 @@ TEST_CASE("seed: the job's user is made unless the image has it, and a default u
     CHECK(r.group == groups + "alice:x:2001:\n");
     CHECK(r.shadow == "alice:!:::::::\n");
     CHECK(r.gshadow == "alice:!::\n");
+    CHECK(r.subuid == "-");  // the image keeps no subordinate ids: none made
     // NSS with no other source than the files (and systemd's, which knows
     // no such user): not asked; so with no nsswitch.conf (glibc: files).
     for (const char* nss : {"passwd: files systemd\ngroup:\tfiles  systemd\nshadow: files\n", "passwd: files", ""}) {
@@ -505,6 +512,20 @@ TEST_CASE("seed: the job's user is made unless the image has it, and a default u
     bad = sample_plan();
     bad.user = "al\nice";
     CHECK_THROWS_WITH(svm::seed_user_script(bad), Catch::Contains("cannot be a field"));
+    // Subordinate ids where the image keeps them, as useradd gives them:
+    // after the highest range, 100000 at least; lines that are not
+    // NAME:START:COUNT in decimal are passed over, the user's own kept.
+    const std::string nss = "passwd: files\ngroup: files\n";
+    r = user_script(base, groups, "", nss, "");
+    CHECK(r.subuid == "alice:100000:65536\n");
+    CHECK(r.subgid == "alice:100000:65536\n");
+    r = user_script(base, groups, "", nss, "debian:165536:65536\nold:100000:65536\nx:08:1\ny:1:2:3\nz:abc:1");
+    CHECK(r.subuid == "debian:165536:65536\nold:100000:65536\nx:08:1\ny:1:2:3\nz:abc:1\nalice:231072:65536\n");
+    r = user_script(base, groups, "", nss, "alice:300000:65536\n");
+    CHECK(r.subuid == "alice:300000:65536\n");
+    r = user_script(base, groups, "", nss, "big:600000000:65536\n");
+    CHECK(r.subuid == "big:600000000:65536\n");  // beyond useradd's limit: none
+    CHECK(r.passwd == base + alice);
     // A file that cannot be written fails the boot, saying which.
     r = user_script("(a directory)", groups, "getent=2");
     CHECK(r.calls.find("failed: cannot add the user alice (uid 2001) to ") != std::string::npos);
