@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 
 #include "proc.hpp"
 #include "srun_relay.hpp"
@@ -39,27 +41,60 @@ std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string&
     return out;
 }
 
+namespace {
+
+// A name no one in the guest can guess before the command makes it.
+std::string random_tag() {
+    std::random_device rd;
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+    return buf;
+}
+
+// Runs the batch script in "$f.job-script" as the kernel runs a script (its
+// "#!" line: the interpreter, then at most one argument), without making it
+// executable first: a `chmod` less before the script's first line.
+std::string exec_script(const GuestCommand& c) {
+    std::string args;
+    for (size_t i = 1; i < c.argv.size(); ++i) args += " " + shell_quote(c.argv[i]);
+    const std::string b = "[ \t]", nb = "[! \t]";  // blanks, as the kernel splits the line
+    return "l=; IFS= read -r l <\"$f.job-script\"; case \"$l\" in '#!'*) l=${l#??}; l=${l#\"${l%%" + nb +
+           "*}\"}; i=${l%%" + b + "*}; a=${l#\"$i\"}; a=${a#\"${a%%" + nb + "*}\"}; a=${a%\"${a##*" + nb +
+           "}\"}; [ -z \"$i\" ] || exec \"$i\" ${a:+\"$a\"} \"$f.job-script\"" + args +
+           " </dev/null;; esac; exec /bin/sh \"$f.job-script\"" + args + " </dev/null";
+}
+
+}  // namespace
+
 std::string remote_shell_command(const GuestCommand& c) {
-    // What the task needs in the guest goes into one private directory: the
-    // fewer processes before the task, the sooner it runs (each costs tens of
-    // milliseconds in an emulated guest). On PATH, it holds only srun and
-    // the job script, executable.
-    std::string s, exe;
+    // What the task needs in the guest is written by the shell (its
+    // builtins, in a subshell for the private umask): the fewer programs
+    // before the task, the sooner it runs (each costs tens of milliseconds
+    // in an emulated guest). The files are new (noclobber) and private, under
+    // a name the host draws; srun's shim is the guest's (kGuestSrunDir).
+    std::string s;
     if (!c.wait_for_flags_in.empty()) {
         // First, as /tmp may still be mounted over while the guest sets itself
-        // up (/run, mounted before, is noexec). Woken through the FIFO "go"
-        // (no process started to wait; without it, polled), then the flags decide.
+        // up. Woken through the FIFO "go" (no process started to wait;
+        // without it, polled), then the flags decide.
         std::string f = shell_quote(c.wait_for_flags_in);
         s += "if [ -p " + f + "/go ]; then exec 3<>" + f + "/go; else exec 3</dev/null; fi; ";
         s += "until [ -e " + f + "/ready ]; do [ -e " + f + "/failed ] && exit 255; read _ <&3 || sleep 0.05; done; " +
              "exec 3<&-; ";
     }
-    if (!c.hostfile.empty() || c.srun_port > 0 || c.script_on_stdin)
-        s += "d=$(mktemp -d /tmp/slurm-vm.XXXXXX) || exit 1; ";
+    std::string files;
+    if (!c.hostfile.empty()) files += "printf %s " + shell_quote(c.hostfile) + " >\"$f.hostfile\"";
+    if (c.script_on_stdin) {
+        // The script stays in the guest's /tmp until the guest goes with the job.
+        if (!files.empty()) files += " && ";
+        if (c.script) files += "printf %s " + shell_quote(*c.script) + " >\"$f.job-script\"";
+        else files += "cat >\"$f.job-script\"";
+    }
+    if (!files.empty()) s += "f=/tmp/slurm-vm." + random_tag() + "; (umask 077; set -C; " + files + ") || exit 1; ";
     if (!c.hostfile.empty()) {
         // mpirun (Open MPI, MPICH) finds the job's guests with no flags; the
         // Slurm variables must not make it look for srun, which the guest lacks.
-        s += "hf=\"$d/hostfile\"; printf %s " + shell_quote(c.hostfile) + " >\"$hf\"; ";
+        s += "hf=\"$f.hostfile\"; ";
         s += "export OMPI_MCA_orte_default_hostfile=\"$hf\" OMPI_MCA_plm=rsh OMPI_MCA_ras=^slurm "
              "OMPI_MCA_plm_rsh_agent=ssh HYDRA_HOST_FILE=\"$hf\" HYDRA_LAUNCHER=ssh HYDRA_RMK=user; ";
     }
@@ -75,17 +110,7 @@ std::string remote_shell_command(const GuestCommand& c) {
     if (c.srun_port > 0) {
         s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";
         if (!c.srun_wake.empty()) s += "export SLURM_VM_SRUN_WAKE=" + shell_quote(c.srun_wake) + "; ";
-        s += "printf %s " + shell_quote(guest_srun_shim()) + " >\"$d/srun\" || exit 1; ";
-        exe += " \"$d/srun\"";
     }
-    if (c.script_on_stdin) {
-        // The script stays in the guest's /tmp until the guest goes with the
-        // job: exec'ing it keeps the task the group leader signals reach.
-        if (c.script) s += "printf %s " + shell_quote(*c.script) + " >\"$d/slurm-vm-job-script\" || exit 1; ";
-        else s += "cat >\"$d/slurm-vm-job-script\" || exit 1; ";
-        exe += " \"$d/slurm-vm-job-script\"";
-    }
-    if (!exe.empty()) s += "chmod 700" + exe + " || exit 1; ";
     if (!c.wait_for_peers.empty()) {
         // In parallel, one login each with the guest's own SSH settings (the
         // job's key, its guests' host keys), as mpirun will log in. Bounded
@@ -101,7 +126,7 @@ std::string remote_shell_command(const GuestCommand& c) {
              "(waited " +
              wait_s + " s)\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
     }
-    if (c.srun_port > 0) s += "export PATH=\"$d:$PATH\"; ";
+    if (c.srun_port > 0) s += "export PATH=" + shell_quote(c.srun_dir) + "\":$PATH\"; ";
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";
     if (!c.wait_for_flags_in.empty()) {
@@ -109,14 +134,9 @@ std::string remote_shell_command(const GuestCommand& c) {
         std::string f = shell_quote(c.wait_for_flags_in + "/started");
         s += "[ -p " + f + " ] && { echo started 1<>" + f + "; } 2>/dev/null; ";
     }
+    if (c.script_on_stdin) return s + exec_script(c);
     s += "exec";
-    if (c.script_on_stdin) {
-        s += " \"$d/slurm-vm-job-script\"";
-        for (size_t i = 1; i < c.argv.size(); ++i) s += " " + shell_quote(c.argv[i]);
-        s += " </dev/null";
-    } else {
-        for (const auto& a : c.argv) s += " " + shell_quote(a);
-    }
+    for (const auto& a : c.argv) s += " " + shell_quote(a);
     return s;
 }
 

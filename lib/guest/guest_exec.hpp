@@ -8,6 +8,7 @@
 
 #include "guest_signals.hpp"
 #include "job_plan.hpp"
+#include "srun_relay.hpp"
 
 namespace svm {
 
@@ -25,8 +26,10 @@ struct GuestCommand {
     // follow it there (remote_signal_command); "" = not noted.
     std::string pid_file;
     // The guest's loopback port forwarded to the batch step's srun relay
-    // (lib/guest/srun_relay.hpp): the guest gets an `srun` that uses it. 0 = none.
+    // (lib/guest/srun_relay.hpp): the guest's `srun`, first on PATH from
+    // srun_dir, uses it. 0 = none.
     int srun_port = 0;
+    std::string srun_dir = kGuestSrunDir;
     // Where the guest's srun asks for that port's forward (the agent's FIFO:
     // the forward is made on demand); "" = it is there from the start.
     std::string srun_wake;

@@ -12,6 +12,7 @@
 #include "irq_profile.hpp"
 #include "proc.hpp"
 #include "seed_iso.hpp"
+#include "srun_relay.hpp"
 #include "ssh_keys.hpp"
 
 namespace svm {
@@ -274,6 +275,18 @@ std::string write_file_line(const std::string& path, const std::string& content)
     return "printf %s " + shell_quote(content) + " >" + path + "\n";
 }
 
+// srun for the batch script (lib/guest/srun_relay.hpp), first on its PATH:
+// one process, as the job's key, so that the job's first command starts
+// none to make it.
+std::string seed_srun_script() {
+    std::string shim = guest_srun_shim();
+    if (shim.empty() || shim.back() != '\n') shim += '\n';
+    if (shim.find("\nSVM_SRUN\n") != std::string::npos) SVM_THROW("srun's shim contains the line SVM_SRUN");
+    std::string dir = kGuestSrunDir;
+    return "install -D -m 0755 /proc/self/fd/0 " + dir + "/srun <<'SVM_SRUN' || fail \"cannot install srun in " + dir +
+           "\"\n" + shim + "SVM_SRUN\n";
+}
+
 // What the job's commands need of SSH as clients (mpirun logging into the
 // other guests): the job's key, its guests' host keys, the settings.
 std::string ssh_client_script(const JobPlan& p, const SeedKeys& k) {
@@ -466,6 +479,7 @@ std::string seed_user_data(const JobPlan& p, const SeedKeys& k) {
     s += seed_user_script(p);
     s += seed_agent_script(p);  // needs only the user
     s += ssh_client_script(p, k);
+    s += seed_srun_script();
     s += network_script(p);
     s += seed_fabric_script(p);
     s += seed_irq_script(p);

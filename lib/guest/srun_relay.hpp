@@ -30,8 +30,10 @@
 
 namespace svm {
 
-// The shim's text (installed in the guest by the remote command).
+// The shim's text, installed as `srun` in kGuestSrunDir by the guest's seed
+// (lib/guest/seed.cpp) on every boot.
 std::string guest_srun_shim();
+inline constexpr const char* kGuestSrunDir = "/usr/local/lib/slurm-vm/bin";
 
 class SrunRelay {
 public:

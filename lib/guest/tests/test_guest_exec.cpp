@@ -51,27 +51,44 @@ TEST_CASE("a signal sent with the signal command reaches the task and its childr
     CHECK(svm::forwarded_signal_number("KILL") == 0);
 }
 
-TEST_CASE("the batch script, srun and the MPI hostfile reach the task through one private directory", "[exec]") {
+TEST_CASE("the batch script, srun and the MPI hostfile reach the task without a program started", "[exec]") {
+    svm::test::TempDir bin("svm-srun-dir");
+    svm::write_file_atomic(bin.path() + "/srun", svm::guest_srun_shim(), 0755);
     svm::GuestCommand c;
     c.argv = {"/home/u/job.sh", "first arg"};
     c.script_on_stdin = true;
     c.hostfile = "node1-vm slots=2\n";
     c.srun_port = 4242;
+    c.srun_dir = bin.path();
     c.cwd = "/tmp";
-    svm::RunOptions o;
-    o.stdin_data =
-        "#!/bin/sh\n"
-        "d=$(dirname \"$0\")\n"
-        "echo \"arg=$1\"\n"
-        "echo \"srun=$(command -v srun)\" | sed \"s|$d|D|\"\n"
+    // The script's own "#!" line runs it (interpreter and one argument, as
+    // the kernel splits it), though the file is not executable.
+    const std::string body =
+        "echo \"arg=$1 opt=$-\"\n"
+        "echo \"srun=$(command -v srun)\"\n"
         "echo \"hostfile=$(cat \"$OMPI_MCA_orte_default_hostfile\")\"\n"
-        "echo \"modes=$(stat -c %a \"$d\" \"$d/srun\" \"$0\" | tr '\\n' ' ')\"\n"
+        "echo \"modes=$(stat -c %a \"$0\" \"$OMPI_MCA_orte_default_hostfile\" | tr '\\n' ' ')\"\n"
         "echo \"port=$SLURM_VM_SRUN_PORT\"\n"
-        "rm -r \"$d\"\n";
-    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+        "rm \"$0\" \"$OMPI_MCA_orte_default_hostfile\"\n";
+    const std::string want = "hostfile=node1-vm slots=2\nmodes=600 600 \nport=4242\n";
+    for (bool inline_script : {false, true}) {
+        INFO("inline script: " << inline_script);
+        svm::RunOptions o;
+        std::string script = "#! \t/bin/sh  -e \t\n" + body;
+        if (inline_script) c.script = script;
+        else o.stdin_data = script;
+        auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)}, o);
+        CHECK(r.status == 0);
+        CHECK(r.out == "arg=first arg opt=e\nsrun=" + bin.path() + "/srun\n" + want);
+    }
+    // No "#!" line: the shell runs it, as it does a file the kernel refuses.
+    c.script = body;
+    auto r = svm::run({"/bin/sh", "-c", svm::remote_shell_command(c)});
     CHECK(r.status == 0);
-    CHECK(r.out == "arg=first arg\nsrun=D/srun\nhostfile=node1-vm slots=2\nmodes=700 700 700 \nport=4242\n");
-    // No task to prepare: no directory, nothing run before it.
+    CHECK(r.out == "arg=first arg opt=\nsrun=" + bin.path() + "/srun\n" + want);
+    // Each command draws its own names: two never meet.
+    CHECK(svm::remote_shell_command(c) != svm::remote_shell_command(c));
+    // No task to prepare: nothing written, nothing run before it.
     svm::GuestCommand plain;
     plain.argv = {"true"};
     CHECK(svm::remote_shell_command(plain) == "exec 'true'");

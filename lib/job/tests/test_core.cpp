@@ -16,6 +16,7 @@
 #include "ledger.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
+#include "srun_relay.hpp"
 #include "support.hpp"
 
 TEST_CASE("cpu lists round-trip and reject garbage", "[core]") {
@@ -254,6 +255,15 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
     CHECK(ud.find(flag) > ud.find("addr replace %s dev %s"));
     CHECK(ud.find(flag) > ud.find("mkdir -p '/home/alice/run dir'"));
+    // srun's shim (the batch script's srun, first on its PATH), installed
+    // whole after the agent starts, before the flag.
+    const std::string srun =
+        "install -D -m 0755 /proc/self/fd/0 /usr/local/lib/slurm-vm/bin/srun <<'SVM_SRUN' || "
+        "fail \"cannot install srun in /usr/local/lib/slurm-vm/bin\"\n" +
+        svm::guest_srun_shim() + "SVM_SRUN\n";
+    CHECK(ud.find(srun) != std::string::npos);
+    CHECK(ud.find(srun) > ud.find(agent));
+    CHECK(ud.find(srun) < ud.find(flag));
     // What the job's first command needs comes before the flag: the SSH
     // client's key and settings (mpirun); what only sshd needs, after it.
     for (const char* before :
