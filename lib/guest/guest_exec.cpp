@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <random>
 
+#include "guest_agent.hpp"
 #include "proc.hpp"
 #include "srun_relay.hpp"
 #include "ssh_keys.hpp"
@@ -42,14 +41,6 @@ std::string mpi_hostfile(const std::vector<GuestPeer>& peers, const std::string&
 }
 
 namespace {
-
-// A name no one in the guest can guess before the command makes it.
-std::string random_tag() {
-    std::random_device rd;
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
-    return buf;
-}
 
 // Runs the batch script in "$f.job-script" as the kernel runs a script (its
 // "#!" line: the interpreter, then at most one argument), without making it
@@ -90,7 +81,9 @@ std::string remote_shell_command(const GuestCommand& c) {
         if (c.script) files += "printf %s " + shell_quote(*c.script) + " >\"$f.job-script\"";
         else files += "cat >\"$f.job-script\"";
     }
-    if (!files.empty()) s += "f=/tmp/slurm-vm." + random_tag() + "; (umask 077; set -C; " + files + ") || exit 1; ";
+    // Named by 128 random bits (the agent's nonce): no one in the guest
+    // guesses the name before the command makes it.
+    if (!files.empty()) s += "f=/tmp/slurm-vm." + agent_nonce() + "; (umask 077; set -C; " + files + ") || exit 1; ";
     if (!c.hostfile.empty()) {
         // mpirun (Open MPI, MPICH) finds the job's guests with no flags; the
         // Slurm variables must not make it look for srun, which the guest lacks.
