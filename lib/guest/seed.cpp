@@ -275,33 +275,37 @@ std::string write_file_line(const std::string& path, const std::string& content)
     return "printf %s " + shell_quote(content) + " >" + path + "\n";
 }
 
+// A file installed whole by one process (`install -D OPTIONS`: its directory
+// too) from a here-document ended by `end`; the boot fails with `why` (a
+// shell word) if it cannot be. /proc/self/fd/0: an image without udev has
+// no /dev/stdin.
+std::string install_from_here_doc(const std::string& options, const std::string& path, std::string content,
+                                  const std::string& end, const std::string& why) {
+    if (content.empty() || content.back() != '\n') content += '\n';
+    if (content.find("\n" + end + "\n") != std::string::npos || content.rfind(end + "\n", 0) == 0)
+        SVM_THROW(path + " would contain the line " + end);
+    return "install -D " + options + " /proc/self/fd/0 " + path + " <<'" + end + "' || fail " + why + "\n" + content +
+           end + "\n";
+}
+
 // srun for the batch script (lib/guest/srun_relay.hpp), first on its PATH:
-// one process, as the job's key, so that the job's first command starts
-// none to make it.
+// installed here, so that the job's first command starts no program to make it.
 std::string seed_srun_script() {
-    std::string shim = guest_srun_shim();
-    if (shim.empty() || shim.back() != '\n') shim += '\n';
-    if (shim.find("\nSVM_SRUN\n") != std::string::npos) SVM_THROW("srun's shim contains the line SVM_SRUN");
     std::string dir = kGuestSrunDir;
-    return "install -D -m 0755 /proc/self/fd/0 " + dir + "/srun <<'SVM_SRUN' || fail \"cannot install srun in " + dir +
-           "\"\n" + shim + "SVM_SRUN\n";
+    return install_from_here_doc("-m 0755", dir + "/srun", guest_srun_shim(), "SVM_SRUN",
+                                 "\"cannot install srun in " + dir + "\"");
 }
 
 // What the job's commands need of SSH as clients (mpirun logging into the
 // other guests): the job's key, its guests' host keys, the settings.
 std::string ssh_client_script(const JobPlan& p, const SeedKeys& k) {
     std::string s;
-    // One process: the key, the user's, and its directory (install -D).
-    std::string key = k.user_private;
-    if (key.empty() || key.back() != '\n') key += '\n';
-    if (key.find("\nSVM_KEY\n") != std::string::npos || key.rfind("SVM_KEY\n", 0) == 0)
-        SVM_THROW("the job's key contains the line SVM_KEY");
     s += "[ -d /etc/ssh/ssh_config.d ] || mkdir -p -m 0755 /etc/ssh/ssh_config.d\n";
     s += write_file_line("/etc/ssh/ssh_known_hosts", k.known_hosts);
-    // /proc/self/fd/0: an image without udev has no /dev/stdin.
-    s += "install -D -m 0600 -o " + std::to_string(p.uid) + " -g " + std::to_string(p.gid) +
-         " /proc/self/fd/0 /etc/ssh/slurm-vm/id_ed25519 <<'SVM_KEY' || fail \"cannot write the job's SSH key\"\n" +
-         key + "SVM_KEY\n";
+    // The key, the user's, and its directory.
+    s += install_from_here_doc("-m 0600 -o " + std::to_string(p.uid) + " -g " + std::to_string(p.gid),
+                               "/etc/ssh/slurm-vm/id_ed25519", k.user_private, "SVM_KEY",
+                               "\"cannot write the job's SSH key\"");
     s += write_file_line("/etc/ssh/ssh_config.d/slurm-vm.conf",
                          "Host *\n"
                          "  IdentityFile /etc/ssh/slurm-vm/id_ed25519\n"

@@ -283,6 +283,12 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(ud.find("/etc/ssh/slurm-vm/id_ed25519 <<'SVM_KEY' || fail \"cannot write the job's SSH key\"\n" +
                   k.user_private + "SVM_KEY\n") != std::string::npos);
     CHECK(ud.find("printf %s 'ssh-ed25519 AAAAuser c\n' >/etc/ssh/slurm-vm/authorized_keys\n") != std::string::npos);
+    // A line that would end the key's here-document early is refused.
+    for (const char* bad : {"SVM_KEY\nrest\n", "key\nSVM_KEY\nrest"}) {
+        auto k2 = k;
+        k2.user_private = bad;
+        CHECK_THROWS_WITH(svm::seed_user_data(p, k2), Catch::Contains("would contain the line SVM_KEY"));
+    }
     // The host's entropy first when the first command logs into the other
     // guests (two nodes here), else with sshd (one node).
     CHECK(ud.find("modprobe virtio_rng") < ud.find(agent));
