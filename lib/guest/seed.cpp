@@ -405,11 +405,15 @@ std::string seed_user_script(const JobPlan& p, const std::string& etc) {
     s += "fi\n";
     // svm_sub FILE: the user's subordinate ids where the image keeps them
     // (rootless containers), as useradd gives them: 65536 from the end of
-    // the highest range there, 100000 at least, up to useradd's limit.
-    // Lines other than NAME:START:COUNT in decimal (no leading zero, which
-    // the shell's arithmetic would read as octal) are passed over.
-    s += "svm_sub() { [ -f \"$1\" ] || return 0; ! svm_find \"$1\" 1 " + q(p.user) +
-         " || return 0; sm=100000; while IFS=: read -r _ sa sc || [ -n \"$sa\" ]; do case \"$sa:$sc\" in "
+    // the highest range there, 100000 at least, up to useradd's limit; none
+    // if the user has a line there already (one pass over the file). Lines
+    // other than NAME:START:COUNT in decimal (no leading zero, which the
+    // shell's arithmetic would read as octal) are passed over.
+    s += "svm_sub() { [ -f \"$1\" ] || return 0; sm=100000; "
+         "while IFS=: read -r sn sa sc || [ -n \"$sn\" ]; do [ \"$sn\" != " +
+         q(p.user) +
+         " ] || return 0; "
+         "case \"$sa:$sc\" in "
          "*[!0-9:]*|*:*:*|:*|*:|0?*|*:0?*|???????????*:*|*:???????????*) continue;; esac; [ $((sa + sc)) -le $sm ] || "
          "sm=$((sa + sc)); done <\"$1\"; [ $((sm + 65535)) -le 600100000 ] || return 0; svm_add \"$1\" " +
          q(p.user + ":") + "\"$sm:65536\" || fail " + q("cannot give the user " + u + " subordinate ids in") +

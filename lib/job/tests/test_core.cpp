@@ -539,6 +539,8 @@ TEST_CASE("seed: the job's user is made unless the image has it, and a default u
     CHECK(r.subuid == "debian:165536:65536\nold:100000:65536\nx:08:1\ny:1:2:3\nz:abc:1\nalice:231072:65536\n");
     r = user_script(base, groups, "", nss, "alice:300000:65536\n");
     CHECK(r.subuid == "alice:300000:65536\n");
+    r = user_script(base, groups, "", nss, "old:100000:65536\nalice:300000:65536");  // last line, no newline
+    CHECK(r.subuid == "old:100000:65536\nalice:300000:65536");
     r = user_script(base, groups, "", nss, "big:600000000:65536\n");
     CHECK(r.subuid == "big:600000000:65536\n");  // beyond useradd's limit: none
     CHECK(r.passwd == base + alice);
