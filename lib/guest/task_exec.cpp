@@ -245,9 +245,18 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
     GuestCommand inline_c = c;
     inline_c.script = script;
     std::string command = remote_shell_command(inline_c);
-    if (command.size() <= kMaxInlineCommand) agent.start(command, "", c.pid_file);
-    else agent.start(remote_shell_command(c), script, c.pid_file);
+    // SIGPIPE ignored from here (forward_signals_to_pipe): a guest whose
+    // set-up failed may be destroyed while the command is sent, and the
+    // user is told why rather than the step dying of the signal unheard.
     forward_signals_to_pipe();
+    try {
+        if (command.size() <= kMaxInlineCommand) agent.start(command, "", c.pid_file);
+        else agent.start(remote_shell_command(c), script, c.pid_file);
+    } catch (const Error& e) {
+        log::debug(e.chain());
+        report_lost(p, "the guest agent's channel", true);
+        return 255;
+    }
     SrunForward fwd;
     std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO, [&] {
         if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
