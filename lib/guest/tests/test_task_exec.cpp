@@ -1,8 +1,11 @@
 // slurm-vm-exec's logic (lib/guest/task_exec.hpp): how the plugin's two ways of
 // starting it are read, and what the guest is asked to run.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "catch.hpp"
@@ -143,4 +146,51 @@ TEST_CASE("task_exec: the batch step's end waits for the node's VM record, bound
     t0 = svm::now_ms();
     svm::wait_for_record(p, 10000);
     CHECK(svm::now_ms() - t0 < 1000);
+}
+
+TEST_CASE("task_exec: a guest destroyed while the batch command is sent: its reason, not a silent SIGPIPE",
+          "[task_exec]") {
+    svm::test::TempDir d("svm-task-gone");
+    svm::JobPlan p;
+    p.dir = d.path();
+    p.node = "n1";
+    p.job_id = 7;
+    p.boot_timeout_s = 5;
+    // The keeper hands the agent's channels (the guest said its agent
+    // waits), but the guest failed its set-up and was destroyed: every
+    // channel's other end is closed.
+    svm::write_guest_state(p, {svm::GuestState::Phase::login, ""});
+    int l = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(l >= 0);
+    svm::UniqueFd listener(l);
+    struct sockaddr_un a {};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", p.agent_socket().c_str());
+    REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(l, 1) == 0);
+    std::thread keeper([&] {
+        svm::UniqueFd c(::accept4(l, nullptr, nullptr, SOCK_CLOEXEC));
+        std::vector<svm::UniqueFd> ours;
+        std::vector<int> raw;
+        for (int i = 0; i < 3; ++i) {
+            int sv[2];
+            REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+            ::close(sv[1]);  // the guest's end: gone
+            ours.emplace_back(sv[0]);
+            raw.push_back(sv[0]);
+        }
+        svm::send_with_fds(c.get(), "1", raw, "hand the channels");
+        ::usleep(100000);
+        svm::write_guest_state(p, {svm::GuestState::Phase::failed, "the image's kernel has no 9p file system"});
+    });
+    svm::write_file_atomic(d.path() + "/job.sh", "#!/bin/sh\necho ran\n", 0644);
+    svm::TaskInvocation t;
+    t.argv = {d.path() + "/job.sh"};
+    t.batch = true;
+    t.cwd = d.path();
+    svm::RunResult r = svm::run_function([&](int) { return svm::run_task_in_guest(p, t); }, 30000);
+    keeper.join();
+    INFO(r.err);
+    CHECK(r.status == 255);  // 128 + SIGPIPE (141) without the reason before the fix
+    CHECK(r.err.find("the image's kernel has no 9p file system") != std::string::npos);
 }
