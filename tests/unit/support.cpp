@@ -1,8 +1,11 @@
 #include "support.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "error.hpp"
@@ -25,6 +28,18 @@ TempDir::~TempDir() {
     } catch (const Error&) {
         // a test that left something it could not remove: not worth a crash
     }
+}
+
+UniqueFd listening_socket(const std::string& path) {
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    if (path.size() >= sizeof sa.sun_path) SVM_THROW("socket path too long: " + path);
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!l) SVM_THROW_ERRNO("socket");
+    if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) SVM_THROW_ERRNO("bind " + path);
+    if (::listen(l.get(), 8) != 0) SVM_THROW_ERRNO("listen " + path);
+    return l;
 }
 
 std::string error_of(const std::function<void()>& fn) {

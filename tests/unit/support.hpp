@@ -1,8 +1,11 @@
 // What the unit tests share, in one place: a temporary directory that goes
-// away with the test however it ends, and the message of a failing call.
+// away with the test however it ends, a listening socket, and the message of
+// a failing call.
 #pragma once
 #include <functional>
 #include <string>
+
+#include "fs.hpp"
 
 namespace svm::test {
 
@@ -20,6 +23,10 @@ public:
 private:
     std::string path_;
 };
+
+// A Unix stream socket listening at path (close-on-exec), for a test's
+// stand-in of a daemon; throws if it cannot be made.
+UniqueFd listening_socket(const std::string& path);
 
 // The chain (Error::chain) of the svm::Error that fn throws; "" when none.
 std::string error_of(const std::function<void()>& fn);

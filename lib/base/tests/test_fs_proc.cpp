@@ -1,14 +1,11 @@
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <functional>
 #include <sstream>
 #include <thread>
@@ -51,12 +48,7 @@ TEST_CASE("mkdir_p makes the missing parents 0755 and only the directory itself 
 TEST_CASE("connect_unix reaches a listening socket, and says why when it cannot", "[fs]") {
     svm::test::TempDir d("svm-sock");
     std::string path = d.path() + "/s.sock";
-    svm::UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    struct sockaddr_un sa {};
-    sa.sun_family = AF_UNIX;
-    std::strcpy(sa.sun_path, path.c_str());
-    REQUIRE(::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    REQUIRE(::listen(l.get(), 1) == 0);
+    svm::UniqueFd l = svm::test::listening_socket(path);
     svm::UniqueFd c(svm::connect_unix(path));
     CHECK(c);
     CHECK((::fcntl(c.get(), F_GETFD) & FD_CLOEXEC) != 0);

@@ -1,11 +1,9 @@
 // slurm-vm-exec's logic (lib/guest/task_exec.hpp): how the plugin's two ways of
 // starting it are read, and what the guest is asked to run.
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <thread>
 
 #include "catch.hpp"
@@ -160,16 +158,9 @@ TEST_CASE("task_exec: a guest destroyed while the batch command is sent: its rea
     // waits), but the guest failed its set-up and was destroyed: every
     // channel's other end is closed.
     svm::write_guest_state(p, {svm::GuestState::Phase::login, ""});
-    int l = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(l >= 0);
-    svm::UniqueFd listener(l);
-    struct sockaddr_un a {};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", p.agent_socket().c_str());
-    REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(l, 1) == 0);
+    svm::UniqueFd listener = svm::test::listening_socket(p.agent_socket());
     std::thread keeper([&] {
-        svm::UniqueFd c(::accept4(l, nullptr, nullptr, SOCK_CLOEXEC));
+        svm::UniqueFd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
         std::vector<svm::UniqueFd> ours;
         std::vector<int> raw;
         for (int i = 0; i < 3; ++i) {
