@@ -1,5 +1,8 @@
 #include "config.hpp"
 
+#include <grp.h>
+
+#include <cerrno>
 #include <map>
 #include <set>
 
@@ -14,7 +17,6 @@
 namespace svm {
 
 // Slurm's job ids stay below MaxJobId, at most 0x03ff0000 (67043328).
-static constexpr uint32_t kMaxJobGidSpan = 0x03ff0000u;
 
 std::string expand_node(const std::string& s, const std::string& node_name) {
     std::string out;
@@ -34,6 +36,35 @@ gid_t NodeConfig::job_gid(uint32_t job_id) const {
     if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
     return static_cast<gid_t>(job_gid_base + job_id);
 }
+std::optional<std::string> group_of_gid(gid_t gid) {
+    std::vector<char> buf(16384);
+    for (;;) {
+        struct group g {};
+        struct group* out = nullptr;
+        int rc = ::getgrgid_r(gid, &g, buf.data(), buf.size(), &out);
+        if (rc == ERANGE && buf.size() < (1u << 20)) {
+            buf.resize(buf.size() * 4);
+            continue;
+        }
+        if (rc == ERANGE) return "gid " + std::to_string(gid);
+        // Not found (or a name service that cannot answer: then the job's
+        // group is not known to be free, but nothing says it is taken).
+        if (rc != 0 || !out) return std::nullopt;
+        return std::string(out->gr_name ? out->gr_name : "");
+    }
+}
+
+gid_t NodeConfig::free_job_gid(uint32_t job_id) const {
+    gid_t gid = job_gid(job_id);
+    if (auto name = group_of_gid(gid))
+        SVM_REFUSE("job " + std::to_string(job_id) + "'s guest group, gid " + std::to_string(gid) +
+                   " (job_gid_base + job id), is the group \"" + *name + "\" of this site's name service on " +
+                   node_name +
+                   ", so the site's job_gid_base overlaps its groups (its admins' to move; slurm-vm "
+                   "doctor shows it): resubmit the job, a later job id may be free");
+    return gid;
+}
+
 std::optional<uint32_t> NodeConfig::job_of_gid(gid_t gid) const {
     if (gid < job_gid_base || gid - job_gid_base > kMaxJobGidSpan) return std::nullopt;
     return static_cast<uint32_t>(gid - job_gid_base);
