@@ -123,7 +123,9 @@ const std::set<std::string>& config_keys(const std::string& section) {
           "$schema",
           "comment"}},
         {"network", {"netns", "prefix", "underlay", "vxlan_port", "mtu", "fabric", "fabric_prefix"}},
-        {"oci", {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "comment"}},
+        {"oci",
+         {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "max_layer_gib",
+          "max_layer_entries", "reserve_gib", "comment"}},
     };
     return keys.at(section);
 }
@@ -268,6 +270,18 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             c.oci.insecure_registries = json_get_string_array(o, "insecure_registries");
             if (auto v = json_get_int(o, "timeout_s")) c.oci.timeout_s = static_cast<int>(*v);
             if (c.oci.timeout_s < 10) SVM_THROW("oci.timeout_s must be at least 10");
+            if (auto v = json_get_int(o, "max_layer_gib")) {
+                if (*v < 1) SVM_THROW("oci.max_layer_gib must be at least 1");
+                c.oci.max_layer_bytes = static_cast<uint64_t>(*v) << 30;
+            }
+            if (auto v = json_get_int(o, "max_layer_entries")) {
+                if (*v < 1) SVM_THROW("oci.max_layer_entries must be at least 1");
+                c.oci.max_layer_entries = static_cast<size_t>(*v);
+            }
+            if (auto v = json_get_int(o, "reserve_gib")) {
+                if (*v < 0) SVM_THROW("oci.reserve_gib must be 0 or more");
+                c.oci.reserve_bytes = static_cast<uint64_t>(*v) << 30;
+            }
             if (c.oci.skopeo.empty() || c.oci.skopeo[0] != '/') SVM_THROW("oci.skopeo must be an absolute path");
             if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/')
                 SVM_THROW("oci.cache_dir must be an absolute path");
