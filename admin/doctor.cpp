@@ -3,6 +3,9 @@
 #include <slurm/slurm_version.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -151,6 +154,19 @@ int cmd_doctor(const Args& args) {
         }
         if (!opts.kvm_check && path_exists(path)) {
             opts.kvm_check = [path] { return check_kvm_access(load_config(path, "")); };
+        }
+        if (!opts.groups_check && path_exists(path)) {
+            opts.groups_check = [path] {
+                RunOptions o;
+                o.timeout_ms = 20000;
+                o.env = inherited_env({"PATH", "SLURM_CONF"});
+                RunResult r = run({"scontrol", "show", "config"}, o);
+                std::string max = r.ok() ? slurm_config_value(r.out, "MaxJobId") : "";
+                uint32_t max_job_id = kMaxJobGidSpan;  // Slurm's default
+                if (!max.empty() && max.size() <= 10 && max.find_first_not_of("0123456789") == std::string::npos)
+                    max_job_id = static_cast<uint32_t>(std::min<unsigned long>(std::stoul(max), UINT32_MAX));
+                return check_job_groups(load_config(path, ""), max_job_id, name_service_groups());
+            };
         }
         if (!opts.shares_check && path_exists(path)) {
             opts.shares_check = [path] { return check_shares(load_config(path, "")); };

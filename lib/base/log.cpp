@@ -203,14 +203,61 @@ void shutdown() {
     g_logger.reset();
 }
 
-std::string one_line(const std::string& message) {
-    std::string out = trim(message);
-    for (size_t pos = 0; (pos = out.find('\n', pos)) != std::string::npos;) out.replace(pos, 1, " | ");
+namespace {
+
+// The length of the well-formed UTF-8 sequence at s[i] (2 to 4 bytes: no
+// overlong form, no surrogate, at most U+10FFFF) and its code point; 0 if none.
+size_t utf8_sequence(const std::string& s, size_t i, uint32_t& cp) {
+    unsigned char b = static_cast<unsigned char>(s[i]);
+    size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    cp = b & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+        unsigned char c = static_cast<unsigned char>(s[i + k]);
+        if ((c & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (c & 0x3f);
+    }
+    bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+    if (overlong || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+    return n;
+}
+
+}  // namespace
+
+std::string neutralise(const std::string& text, bool keep_newlines) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        unsigned char u = static_cast<unsigned char>(text[i]);
+        if (u < 0x80) {
+            bool keep = (u >= 0x20 && u != 0x7f) || (keep_newlines && (u == '\n' || u == '\t'));
+            out += keep ? text[i] : '?';
+            ++i;
+            continue;
+        }
+        uint32_t cp = 0;
+        size_t n = utf8_sequence(text, i, cp);
+        // C1 controls (U+0080..U+009F, CSI among them) and bytes that are not
+        // UTF-8 (a lone 0x9b is CSI to an 8-bit terminal) become '?'.
+        if (n == 0 || cp < 0xa0) {
+            out += '?';
+            i += n == 0 ? 1 : n;
+            continue;
+        }
+        out.append(text, i, n);
+        i += n;
+    }
     return out;
 }
 
+std::string one_line(const std::string& message) {
+    std::string out = trim(message);
+    for (size_t pos = 0; (pos = out.find('\n', pos)) != std::string::npos;) out.replace(pos, 1, " | ");
+    return neutralise(out, false);
+}
+
 void write(Level level, const std::string& message) {
-    std::string m = message.find('\n') == std::string::npos ? message : one_line(message);
+    std::string m = message.find('\n') == std::string::npos ? neutralise(message, false) : one_line(message);
     logger()->log(to_spdlog(level), spdlog::string_view_t(m.data(), m.size()));
 }
 
@@ -270,14 +317,11 @@ UniqueFd open_job_log(const std::string& log_dir, const std::string& node, const
 }
 
 std::string printable(const std::string& text) {
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-        unsigned char u = static_cast<unsigned char>(c);
-        if (c == '\r') continue;
-        out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7f ? '?' : c;
-    }
-    return out;
+    std::string no_cr;
+    no_cr.reserve(text.size());
+    for (char c : text)
+        if (c != '\r') no_cr += c;
+    return neutralise(no_cr, true);
 }
 
 std::string read_console(const std::string& console_log, size_t max_bytes) {

@@ -49,9 +49,16 @@ void add_job_file(const std::string& log_dir);
 // Flushes and drops the logger (before exit).
 void shutdown();
 
-// One line per message: line breaks inside become " | ".
+// One line per message: line breaks inside become " | ", and every other
+// control character (C0 but for those, DEL, C1 as U+0080..U+009F) and every
+// byte that is not well-formed UTF-8 becomes '?': a user's or a guest's text
+// (a job name, a path, skopeo's or qemu-img's message) cannot move a reader's
+// terminal cursor, clear a screen or forge a line.
 void write(Level level, const std::string& message);
 std::string one_line(const std::string& message);
+// `text` with every control character and non-UTF-8 byte as '?'; line feeds
+// and tabs kept when keep_newlines.
+std::string neutralise(const std::string& text, bool keep_newlines);
 inline void debug(const std::string& m) { write(Level::debug, m); }
 inline void info(const std::string& m) { write(Level::info, m); }
 inline void warn(const std::string& m) { write(Level::warn, m); }
@@ -88,7 +95,7 @@ std::string job_console_name(uint32_t job_id);  // "job_42.console.log"
 // no path a user controls is ever opened with root's rights.
 UniqueFd open_job_log(const std::string& log_dir, const std::string& node, const std::string& name);
 // Text a guest wrote, safe to show or store: no terminal escapes or other
-// control characters (each becomes '?'), no carriage returns.
+// control characters (each becomes '?', as neutralise), no carriage returns.
 std::string printable(const std::string& text);
 // The last max_bytes of the guest's console log (a regular file, not followed
 // through a symlink), printable.

@@ -1,5 +1,6 @@
 #include "embed_root.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +26,33 @@ std::vector<std::string> cache_files(const std::string& dir) {
     return out;
 }
 
+// Makes everything below the directory `dir` (an open descriptor) root's,
+// never following a symlink: libvirt's probe hands the trees it makes
+// (lib/qemu/...) to the QEMU identity it was given, a job's user. At most
+// `budget` entries and 8 levels (libvirt makes a few dozen).
+void own_tree_by_root(int dir, const std::string& shown, int depth, int& budget) {
+    for (const auto& n : list_dir("/proc/self/fd/" + std::to_string(dir))) {
+        if (--budget < 0) SVM_THROW(shown + " holds more entries than a capabilities cache does");
+        struct stat st;
+        if (::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if ((st.st_uid != 0 || st.st_gid != 0) && ::fchownat(dir, n.c_str(), 0, 0, AT_SYMLINK_NOFOLLOW) != 0)
+            SVM_THROW_ERRNO("chown " + path_join(shown, n));
+        if (!S_ISDIR(st.st_mode)) continue;
+        if (depth >= 8) SVM_THROW(shown + " is deeper than a capabilities cache is");
+        UniqueFd sub(::openat(dir, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sub) SVM_THROW_ERRNO("open " + path_join(shown, n));
+        own_tree_by_root(sub.get(), path_join(shown, n), depth + 1, budget);
+    }
+}
+
 }  // namespace
+
+void own_capabilities_cache(const std::string& cache_root) {
+    UniqueFd d(::open(cache_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!d) SVM_THROW_ERRNO("open " + cache_root);
+    int budget = 10000;
+    own_tree_by_root(d.get(), cache_root, 0, budget);
+}
 
 void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s) {
     mkdir_p(path_join(root, "etc"), 0755);
@@ -62,6 +89,7 @@ void seed_capabilities_cache(const std::string& root, const std::string& cache_r
             RunOptions o;
             o.timeout_ms = 300000;
             RunResult r = run({probe_program, "--probe-capabilities", cache_root, emulator}, o);
+            own_capabilities_cache(cache_root);
             if (r.status != 0 || list_dir(src).empty())
                 SVM_THROW("probing QEMU's capabilities in " + cache_root + " failed (is " +
                           "qemu-system-x86_64 installed and runnable?)");

@@ -30,6 +30,11 @@ void write_embed_qemu_conf(const std::string& root, const EmbedSettings& s);
 void seed_capabilities_cache(const std::string& root, const std::string& cache_root, const EmbedSettings& s,
                              const std::string& emulator, const std::string& probe_program);
 
+// Makes every entry below cache_root root's (root:root), never through a
+// symlink: the node's cache is root's, whichever job's user libvirt probed
+// as (seed_capabilities_cache does it after each probe).
+void own_capabilities_cache(const std::string& cache_root);
+
 // What ROOT's capabilities cache holds now (file names, sizes and change
 // times): when it differs before and after a guest's creation, libvirt probed
 // QEMU again on the critical path (seconds per probe). It does so when the

@@ -1,11 +1,16 @@
 #include "oci_image.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <fstream>
 
 #include "error.hpp"
 #include "fs.hpp"
@@ -59,6 +64,20 @@ std::string first_line(const std::string& s) {
     return t.size() > 300 ? t.substr(0, 300) + "..." : t;
 }
 
+// argv run under coreutils' timeout in a process group of its own, all of
+// which is killed at the deadline (a pipeline's decompressor and tar too,
+// not only the shell that run() would kill).
+std::vector<std::string> bounded(int timeout_ms, std::vector<std::string> argv) {
+    std::vector<std::string> out = {"/usr/bin/timeout", "-s", "KILL", std::to_string(std::max(1, timeout_ms / 1000))};
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+}
+RunOptions with_timeout(RunOptions o, int timeout_ms) {
+    o.timeout_ms = timeout_ms + 10000;  // timeout(1) kills first
+    return o;
+}
+bool timed_out(const RunResult& r) { return r.timed_out || r.status == 124 || r.status == 128 + SIGKILL; }
+
 }  // namespace
 
 std::string skopeo_message(const std::string& err) {
@@ -104,7 +123,70 @@ std::string skopeo_ref(const std::string& value) {
     return "docker://" + rest;
 }
 
-DiskMember find_disk_member(const std::string& layout_dir) {
+namespace {
+
+// The decompressor a layer blob needs, by its first bytes (OCI layers are
+// tar, tar+gzip or tar+zstd).
+std::string layer_codec(const std::string& blob) {
+    UniqueFd fd(::open(blob.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    unsigned char m[4] = {0, 0, 0, 0};
+    if (!fd || ::read(fd.get(), m, sizeof m) < 2) return "plain";
+    if (m[0] == 0x1f && m[1] == 0x8b) return "gzip";
+    if (m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd) return "zstd";
+    return "plain";
+}
+
+// One pass over the layer, streamed and bounded: the decompressed bytes are
+// counted (at most max_bytes + 1 are read), tar lists them into `listing`
+// (at most max_entries + 1 lines, 64 MiB). Throws one sentence past a bound.
+void list_layer(const std::string& blob, const std::string& listing, const LayerBounds& b) {
+    static const char* script = R"(set -o pipefail
+dec() { case "$1" in gzip) gzip -dc ;; zstd) zstd -dcq ;; *) cat ;; esac; }
+dec "$1" < "$2" | head -c "$3" |
+  tee -p >(tar -tvf - 2> >(head -c 65536 > "$5.err") | head -n "$4" | head -c 67108864 > "$5"; echo "${PIPESTATUS[0]}" > "$5.rc") |
+  wc -c
+rc=$?; wait $!; exit $rc)";
+    RunResult r =
+        run(bounded(b.timeout_ms, {"/bin/bash", "-c", script, "sh", layer_codec(blob), blob,
+                                   std::to_string(b.max_bytes + 1), std::to_string(b.max_entries + 1), listing}),
+            with_timeout({}, b.timeout_ms));
+    if (timed_out(r))
+        SVM_THROW("a layer of the image could not be read within " + std::to_string(b.timeout_ms / 1000) + " s");
+    if (std::stoull("0" + trim(r.out)) > b.max_bytes)
+        SVM_THROW("a layer of the image decompresses to more than " + std::to_string(b.max_bytes >> 20) +
+                  " MiB, this node's bound (oci.max_layer_gib)");
+    if (!r.ok()) SVM_THROW("a layer of the image cannot be decompressed: " + first_line(r.err));
+    size_t lines = 0;
+    {
+        std::ifstream in(listing);
+        for (std::string line; std::getline(in, line);) ++lines;
+    }
+    if (lines > b.max_entries)
+        SVM_THROW("a layer of the image holds more than " + std::to_string(b.max_entries) +
+                  " entries, this node's bound (oci.max_layer_entries)");
+    std::string rc, err;
+    read_file_if_exists(listing + ".rc", rc);
+    read_file_if_exists(listing + ".err", err);
+    if (trim(rc) != "0") SVM_THROW("a layer of the image is not a tar archive: " + first_line(err.substr(0, 4096)));
+}
+
+// The disk member named by one line of `tar -tvf`, "" for any other line:
+// "-rw-r--r-- 107/107 123 2024-01-01 00:00 disk/disk.img", a regular file.
+std::string disk_member_of(const std::string& line) {
+    if (line.empty() || line[0] != '-') return "";
+    auto sp = line.find(" disk/");
+    if (sp == std::string::npos) sp = line.find(" ./disk/");
+    if (sp == std::string::npos) sp = line.find(" /disk/");
+    if (sp == std::string::npos) return "";
+    std::string name = line.substr(sp + 1);
+    std::string tail = name.substr(name.find("disk/") + 5);
+    if (tail.empty() || tail.find('/') != std::string::npos || tail.find(" -> ") != std::string::npos) return "";
+    return name;
+}
+
+}  // namespace
+
+DiskMember find_disk_member(const std::string& layout_dir, const LayerBounds& bounds) {
     auto blob_path = [&](const std::string& digest) {
         if (digest.rfind("sha256:", 0) != 0 || !is_hex64(digest.substr(7)))
             SVM_THROW("the image's layout names a blob that is not sha256:<hex> (" + digest + ")");
@@ -117,27 +199,14 @@ DiskMember find_disk_member(const std::string& layout_dir) {
     Json manifest = json_parse(read_file(blob_path(mdigest)), "the image manifest");
     json_t* layers = json_object_get(manifest.get(), "layers");
     if (!json_is_array(layers) || json_array_size(layers) == 0) SVM_THROW("the image has no layers");
+    std::string listing = path_join(layout_dir, ".listing");
     for (size_t i = json_array_size(layers); i-- > 0;) {
         std::string blob = blob_path(json_get_string(json_array_get(layers, i), "digest").value_or(""));
-        RunResult list = run({"tar", "-tvf", blob}, RunOptions{.timeout_ms = 600000});
-        if (!list.ok()) SVM_THROW("a layer of the image is not a tar archive: " + first_line(list.err));
+        list_layer(blob, listing, bounds);
         std::string found;
-        size_t pos = 0;
-        while (pos < list.out.size()) {
-            size_t nl = list.out.find('\n', pos);
-            std::string line = list.out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-            pos = nl == std::string::npos ? list.out.size() : nl + 1;
-            // "-rw-r--r-- 107/107 123 2024-01-01 00:00 disk/disk.img": a regular file.
-            if (line.empty() || line[0] != '-') continue;
-            auto sp = line.find(" disk/");
-            if (sp == std::string::npos) sp = line.find(" ./disk/");
-            if (sp == std::string::npos) sp = line.find(" /disk/");
-            if (sp == std::string::npos) continue;
-            std::string name = line.substr(sp + 1);
-            std::string tail = name.substr(name.find("disk/") + 5);
-            if (tail.empty() || tail.find('/') != std::string::npos || tail.find(" -> ") != std::string::npos) continue;
-            found = name;
-        }
+        std::ifstream in(listing);
+        for (std::string line; std::getline(in, line);)
+            if (std::string m = disk_member_of(line); !m.empty()) found = m;
         if (!found.empty()) return {blob, found};
     }
     SVM_THROW("the image holds no disk file under /disk/ (package the qcow2 as KubeVirt's containerDisk does)");
@@ -181,7 +250,87 @@ std::vector<std::string> prune_oci_cache(const std::string& cache_dir, uint64_t 
     return removed;
 }
 
+namespace {
+
+// An exclusive lock on path, waited for until `deadline` (now_ms()); false
+// when the deadline passed first.
+bool lock_until(UniqueFd& fd, const std::string& path, long deadline) {
+    fd = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) SVM_THROW_ERRNO("open lock " + path);
+    for (;;) {
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return true;
+        if (errno != EWOULDBLOCK && errno != EINTR) SVM_THROW_ERRNO("lock " + path);
+        if (now_ms() >= deadline) return false;
+        ::usleep(100000);
+    }
+}
+
+// What a pull may still write into the cache's file system: its free space
+// less the reserve kept for the node (overlays, logs), at most `cap`.
+uint64_t room_for_pull(const OciSettings& s, uint64_t cap) {
+    struct statvfs v {};
+    if (::statvfs(s.cache_dir.c_str(), &v) != 0) SVM_THROW_ERRNO("statvfs " + s.cache_dir);
+    uint64_t avail = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+    return std::min(cap, avail > s.reserve_bytes ? avail - s.reserve_bytes : 0);
+}
+
+int remaining_ms(long deadline, const std::string& ref, const OciSettings& s) {
+    long left = deadline - now_ms();
+    if (left <= 0) SVM_THROW("--vm-image=" + ref + " could not be pulled within " + std::to_string(s.timeout_s) + " s");
+    return static_cast<int>(left);
+}
+
+// skopeo copy of the digest into tmp/layout, each file it writes bounded by
+// `room` (RLIMIT_FSIZE), then the disk extracted to tmp/disk.img, bounded
+// by what is left; both within the deadline.
+void pull_into(const OciSettings& s, const std::string& ref, const std::string& sref, const std::string& digest,
+               const std::string& tmp, RunOptions o, long deadline) {
+    uint64_t cap = s.cache_max_bytes > 0 ? s.cache_max_bytes : (1ULL << 40), room = room_for_pull(s, cap);
+    auto too_large = [&](uint64_t bound) {
+        return "--vm-image=" + ref + ": the image is larger than " +
+               (bound < cap ? "the " + std::to_string(bound >> 20) +
+                                  " MiB this node has free for registry images now "
+                                  "(resubmit, or use a smaller image)"
+                            : "this node's registry cache (" + std::to_string(cap >> 20) + " MiB)");
+    };
+    std::vector<std::string> copy = {"/bin/bash",
+                                     "-c",
+                                     "ulimit -f \"$1\" && shift && exec \"$@\"",
+                                     "sh",
+                                     std::to_string(room / 1024),
+                                     s.skopeo,
+                                     "--insecure-policy",
+                                     "copy",
+                                     "--quiet"};
+    if (insecure(s, ref)) copy.push_back("--src-tls-verify=false");
+    copy.push_back("docker://" + repository_of(sref.substr(9)) + "@" + digest);
+    copy.push_back("oci:" + path_join(tmp, "layout") + ":disk");
+    int left = remaining_ms(deadline, ref, s);
+    RunResult r = run(bounded(left, copy), with_timeout(o, left));
+    if (r.status == 128 + SIGXFSZ || r.err.find("file too large") != std::string::npos) SVM_THROW(too_large(room));
+    if (timed_out(r)) remaining_ms(0, ref, s);
+    if (!r.ok()) SVM_THROW("--vm-image=" + ref + " could not be pulled: " + skopeo_message(r.err));
+    LayerBounds b{std::min(s.max_layer_bytes, cap), s.max_layer_entries, remaining_ms(deadline, ref, s)};
+    DiskMember m = find_disk_member(path_join(tmp, "layout"), b);
+    std::string out = path_join(tmp, "disk.img");
+    uint64_t limit = room_for_pull(s, cap);
+    left = remaining_ms(deadline, ref, s);
+    r = run(bounded(left, {"/bin/bash", "-c", "set -o pipefail; tar -xO -f \"$1\" -- \"$2\" | head -c \"$4\" > \"$3\"",
+                           "sh", m.blob, m.member, out, std::to_string(limit + 1)}),
+            with_timeout(o, left));
+    struct stat st {};
+    if (::stat(out.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > limit) SVM_THROW(too_large(limit));
+    if (timed_out(r)) remaining_ms(0, ref, s);
+    if (!r.ok()) SVM_THROW("--vm-image=" + ref + ": " + m.member + " could not be extracted: " + first_line(r.err));
+    if (::stat(out.c_str(), &st) != 0 || st.st_size == 0)
+        SVM_THROW("--vm-image=" + ref + ": " + m.member + " is empty");
+    remove_tree(path_join(tmp, "layout"));
+}
+
+}  // namespace
+
 CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const std::set<std::string>& in_use) {
+    const long deadline = now_ms() + s.timeout_s * 1000L;
     std::string sref = skopeo_ref(ref);
     if (::access(s.skopeo.c_str(), X_OK) != 0)
         SVM_THROW("this node cannot pull registry images (no skopeo at " + s.skopeo + ")");
@@ -191,7 +340,7 @@ CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const
     mkdir_p(tmp_home, 0700);
     RunOptions o;
     o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + tmp_home, "TMPDIR=" + s.cache_dir};
-    o.timeout_ms = 120000;
+    o.timeout_ms = std::min(120000, remaining_ms(deadline, ref, s));
     std::vector<std::string> inspect = {s.skopeo,    "--insecure-policy", "inspect",
                                         "--no-tags", "--format",          "{{.Digest}}"};
     if (insecure(s, ref)) inspect.push_back("--tls-verify=false");
@@ -203,54 +352,36 @@ CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const
         SVM_THROW("--vm-image=" + ref + ": the registry answered no sha256 manifest digest (" + first_line(digest) +
                   ")");
     std::string entry = path_join(s.cache_dir, digest.substr(7)), disk = path_join(entry, "disk.img");
-    {
-        FileLock lock(path_join(s.cache_dir, ".lock"));
-        if (!path_exists(disk)) {
-            std::string tmp =
-                path_join(s.cache_dir, ".pull-" + digest.substr(7, 16) + "-" + std::to_string(::getpid()));
+    // One pull per image at a time (jobs of other images do not wait);
+    // a job waits for another's pull of its image until its own deadline.
+    UniqueFd image_lock, cache_lock;
+    if (!lock_until(image_lock, path_join(s.cache_dir, ".lock-" + digest.substr(7, 16)), deadline))
+        SVM_THROW("--vm-image=" + ref + ": this node is still pulling the image for another job after " +
+                  std::to_string(s.timeout_s) + " s; resubmit the job");
+    if (!path_exists(disk)) {
+        std::string tmp = path_join(s.cache_dir, ".pull-" + digest.substr(7, 16) + "-" + std::to_string(::getpid()));
+        remove_tree(tmp);
+        mkdir_p(tmp, 0700);
+        try {
+            pull_into(s, ref, sref, digest, tmp, o, deadline);
+            write_file_atomic(path_join(tmp, "digest"), digest + "\n", 0644);
+            write_file_atomic(path_join(tmp, "ref"), ref + "\n", 0644);
+            ::chmod(path_join(tmp, "disk.img").c_str(), 0644);
+            ::chmod(tmp.c_str(), 0755);
+            remove_tree(entry);
+            if (::rename(tmp.c_str(), entry.c_str()) != 0) SVM_THROW_ERRNO("rename " + tmp + " to " + entry);
+            log::info("pulled " + ref + " (" + digest + ") into " + entry);
+        } catch (...) {
             remove_tree(tmp);
-            mkdir_p(tmp, 0700);
-            try {
-                std::vector<std::string> copy = {s.skopeo, "--insecure-policy", "copy", "--quiet"};
-                if (insecure(s, ref)) copy.push_back("--src-tls-verify=false");
-                copy.push_back("docker://" + repository_of(sref.substr(9)) + "@" + digest);
-                copy.push_back("oci:" + path_join(tmp, "layout") + ":disk");
-                o.timeout_ms = s.timeout_s * 1000;
-                r = run(copy, o);
-                if (!r.ok()) SVM_THROW("--vm-image=" + ref + " could not be pulled: " + skopeo_message(r.err));
-                DiskMember m = find_disk_member(path_join(tmp, "layout"));
-                std::string out = path_join(tmp, "disk.img");
-                // At most the cache's bound (1 TiB when unbounded) is written,
-                // whatever the layer claims or decompresses to.
-                uint64_t limit = s.cache_max_bytes > 0 ? s.cache_max_bytes : (1ULL << 40);
-                r = run({"/bin/bash", "-c", "set -o pipefail; tar -xO -f \"$1\" -- \"$2\" | head -c \"$4\" > \"$3\"",
-                         "sh", m.blob, m.member, out, std::to_string(limit + 1)},
-                        o);
-                struct stat st {};
-                if (::stat(out.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > limit)
-                    SVM_THROW("--vm-image=" + ref + ": its disk is larger than this node's registry cache (" +
-                              std::to_string(limit >> 20) + " MiB)");
-                if (!r.ok())
-                    SVM_THROW("--vm-image=" + ref + ": " + m.member + " could not be extracted: " + first_line(r.err));
-                if (::stat(out.c_str(), &st) != 0 || st.st_size == 0)
-                    SVM_THROW("--vm-image=" + ref + ": " + m.member + " is empty");
-                remove_tree(path_join(tmp, "layout"));
-                ::chmod(out.c_str(), 0644);
-                write_file_atomic(path_join(tmp, "digest"), digest + "\n", 0644);
-                write_file_atomic(path_join(tmp, "ref"), ref + "\n", 0644);
-                ::chmod(tmp.c_str(), 0755);
-                remove_tree(entry);
-                if (::rename(tmp.c_str(), entry.c_str()) != 0) SVM_THROW_ERRNO("rename " + tmp + " to " + entry);
-                log::info("pulled " + ref + " (" + digest + ") into " + entry);
-            } catch (...) {
-                remove_tree(tmp);
-                throw;
-            }
+            throw;
         }
-        write_file_atomic(path_join(entry, "used"), std::to_string(::time(nullptr)) + "\n", 0644);
-        for (const auto& d : prune_oci_cache(s.cache_dir, s.cache_max_bytes, in_use, entry))
-            log::info("registry cache: removed " + d + " (least recently used)");
     }
+    // The cache's bound, kept by one job at a time (brief: no pull inside).
+    if (!lock_until(cache_lock, path_join(s.cache_dir, ".lock"), now_ms() + 60000))
+        SVM_THROW("--vm-image=" + ref + ": this node's registry cache stayed locked for 60 s; resubmit the job");
+    write_file_atomic(path_join(entry, "used"), std::to_string(::time(nullptr)) + "\n", 0644);
+    for (const auto& d : prune_oci_cache(s.cache_dir, s.cache_max_bytes, in_use, entry))
+        log::info("registry cache: removed " + d + " (least recently used)");
     return {disk, digest};
 }
 

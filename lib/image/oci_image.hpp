@@ -22,7 +22,22 @@ struct OciSettings {
     std::string cache_dir = "/var/lib/slurm-vm/%n/oci";
     uint64_t cache_max_bytes = 100ULL << 30;
     std::vector<std::string> insecure_registries;  // HOST[:PORT] reached over plain HTTP (tests, lab)
-    int timeout_s = 1800;
+    // The longest pull of one image, lock wait included: keep it well inside
+    // Slurm's PrologEpilogTimeout (past which the prolog drains the node).
+    int timeout_s = 300;
+    uint64_t max_layer_bytes = 64ULL << 30;  // a layer, decompressed (a gzip bomb is refused)
+    size_t max_layer_entries = 10000;        // tar entries in a layer
+    // Free space the pulls leave on the cache's file system (the node's
+    // overlays and logs may share it): an image that does not fit fails its
+    // job, never the node.
+    uint64_t reserve_bytes = 10ULL << 30;
+};
+
+// The bounds of one pass over a layer: decompressed bytes, tar entries, time.
+struct LayerBounds {
+    uint64_t max_bytes = 64ULL << 30;
+    size_t max_entries = 10000;
+    int timeout_ms = 300000;
 };
 
 // docker://... or oci://...
@@ -39,11 +54,13 @@ std::string registry_of(const std::string& value);
 // The disk file inside an OCI image layout directory (as `skopeo copy ...
 // oci:DIR` writes it): the last layer holding a regular file directly under
 // disk/ ("disk/x.qcow2", "./disk/x.img" or "/disk/..."). Returns the layer
-// blob's path and the member's name; throws when there is none.
+// blob's path and the member's name; throws one sentence when there is none
+// or a layer passes a bound (each layer is read once, streamed: decompressed
+// and listed by tar into layout_dir/.listing, never whole in memory).
 struct DiskMember {
     std::string blob, member;
 };
-DiskMember find_disk_member(const std::string& layout_dir);
+DiskMember find_disk_member(const std::string& layout_dir, const LayerBounds& bounds = {});
 
 struct CachedOciImage {
     std::string path;    // the disk file in the cache (root's, 0644, in 0755 directories)

@@ -1,5 +1,8 @@
 #include "config.hpp"
 
+#include <grp.h>
+
+#include <cerrno>
 #include <map>
 #include <set>
 
@@ -14,7 +17,6 @@
 namespace svm {
 
 // Slurm's job ids stay below MaxJobId, at most 0x03ff0000 (67043328).
-static constexpr uint32_t kMaxJobGidSpan = 0x03ff0000u;
 
 std::string expand_node(const std::string& s, const std::string& node_name) {
     std::string out;
@@ -34,6 +36,35 @@ gid_t NodeConfig::job_gid(uint32_t job_id) const {
     if (job_id > kMaxJobGidSpan) SVM_THROW("job id " + std::to_string(job_id) + " is above the guest groups' range");
     return static_cast<gid_t>(job_gid_base + job_id);
 }
+std::optional<std::string> group_of_gid(gid_t gid) {
+    std::vector<char> buf(16384);
+    for (;;) {
+        struct group g {};
+        struct group* out = nullptr;
+        int rc = ::getgrgid_r(gid, &g, buf.data(), buf.size(), &out);
+        if (rc == ERANGE && buf.size() < (1u << 20)) {
+            buf.resize(buf.size() * 4);
+            continue;
+        }
+        if (rc == ERANGE) return "gid " + std::to_string(gid);
+        // Not found (or a name service that cannot answer: then the job's
+        // group is not known to be free, but nothing says it is taken).
+        if (rc != 0 || !out) return std::nullopt;
+        return std::string(out->gr_name ? out->gr_name : "");
+    }
+}
+
+gid_t NodeConfig::free_job_gid(uint32_t job_id) const {
+    gid_t gid = job_gid(job_id);
+    if (auto name = group_of_gid(gid))
+        SVM_REFUSE("job " + std::to_string(job_id) + "'s guest group, gid " + std::to_string(gid) +
+                   " (job_gid_base + job id), is the group \"" + *name + "\" of this site's name service on " +
+                   node_name +
+                   ", so the site's job_gid_base overlaps its groups (its admins' to move; slurm-vm "
+                   "doctor shows it): resubmit the job, a later job id may be free");
+    return gid;
+}
+
 std::optional<uint32_t> NodeConfig::job_of_gid(gid_t gid) const {
     if (gid < job_gid_base || gid - job_gid_base > kMaxJobGidSpan) return std::nullopt;
     return static_cast<uint32_t>(gid - job_gid_base);
@@ -92,7 +123,9 @@ const std::set<std::string>& config_keys(const std::string& section) {
           "$schema",
           "comment"}},
         {"network", {"netns", "prefix", "underlay", "vxlan_port", "mtu", "fabric", "fabric_prefix"}},
-        {"oci", {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "comment"}},
+        {"oci",
+         {"skopeo", "cache_dir", "cache_max_gib", "insecure_registries", "timeout_s", "max_layer_gib",
+          "max_layer_entries", "reserve_gib", "comment"}},
     };
     return keys.at(section);
 }
@@ -237,6 +270,18 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
             c.oci.insecure_registries = json_get_string_array(o, "insecure_registries");
             if (auto v = json_get_int(o, "timeout_s")) c.oci.timeout_s = static_cast<int>(*v);
             if (c.oci.timeout_s < 10) SVM_THROW("oci.timeout_s must be at least 10");
+            if (auto v = json_get_int(o, "max_layer_gib")) {
+                if (*v < 1) SVM_THROW("oci.max_layer_gib must be at least 1");
+                c.oci.max_layer_bytes = static_cast<uint64_t>(*v) << 30;
+            }
+            if (auto v = json_get_int(o, "max_layer_entries")) {
+                if (*v < 1) SVM_THROW("oci.max_layer_entries must be at least 1");
+                c.oci.max_layer_entries = static_cast<size_t>(*v);
+            }
+            if (auto v = json_get_int(o, "reserve_gib")) {
+                if (*v < 0) SVM_THROW("oci.reserve_gib must be 0 or more");
+                c.oci.reserve_bytes = static_cast<uint64_t>(*v) << 30;
+            }
             if (c.oci.skopeo.empty() || c.oci.skopeo[0] != '/') SVM_THROW("oci.skopeo must be an absolute path");
             if (c.oci.cache_dir.empty() || c.oci.cache_dir[0] != '/')
                 SVM_THROW("oci.cache_dir must be an absolute path");

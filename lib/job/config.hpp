@@ -36,6 +36,13 @@ struct NetworkConfig {
     std::string fabric_prefix;  // IPv4 /16, for "ipoib"
 };
 
+// The group the name service (getgrgid_r: /etc/group, SSSD, LDAP, ...)
+// holds for gid: its name ("gid N" for one it cannot describe within 1 MiB),
+// nullopt when none.
+std::optional<std::string> group_of_gid(gid_t gid);
+// The most job ids the guest groups cover (Slurm's default MaxJobId).
+constexpr uint32_t kMaxJobGidSpan = 0x03ff0000u;
+
 struct NodeConfig {
     std::string path;       // file it was read from
     std::string node_name;  // this node (for %n)
@@ -106,6 +113,11 @@ struct NodeConfig {
     gid_t job_gid(uint32_t job_id) const;
     // The job whose group gid is, if it is one (the inverse of job_gid).
     std::optional<uint32_t> job_of_gid(gid_t gid) const;  // the job's guest group (see job_gid_base)
+    // The job's guest group when the name service (NSS: /etc/group, SSSD,
+    // LDAP, ...) holds no group of that gid; else throws svm::UserError with
+    // one sentence (the job fails, the node stays up: the site's range
+    // overlaps its groups, which doctor reports).
+    gid_t free_job_gid(uint32_t job_id) const;
     std::string ledger_dir() const;
     std::string job_overlay_dir(uint32_t job_id) const;  // <overlay_dir>/job_<id>
     std::string ledger_path(uint32_t job_id) const;

@@ -2,10 +2,13 @@
 
 #include "dev_acl.hpp"
 
+#include <grp.h>
 #include <libvirt/libvirt.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <sstream>
 
 #include "device_plan.hpp"
 #include "fs.hpp"
@@ -370,6 +373,78 @@ std::vector<CheckResult> check_shares(const NodeConfig& cfg) {
     }
 }
 
+GroupSource name_service_groups() {
+    GroupSource src;
+    src.by_gid = group_of_gid;
+    src.all = [] {
+        std::vector<std::pair<gid_t, std::string>> out;
+        ::setgrent();
+        while (struct group* g = ::getgrent()) {
+            out.emplace_back(g->gr_gid, g->gr_name ? g->gr_name : "");
+            if (out.size() >= 1000000) break;
+        }
+        ::endgrent();
+        return out;
+    };
+    return src;
+}
+
+namespace {
+
+bool sssd_serves_groups(const std::string& nsswitch) {
+    std::string text;
+    if (!read_file_if_exists(nsswitch, text)) return false;
+    std::stringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        line = trim(line.substr(0, line.find('#')));
+        if (line.rfind("group:", 0) != 0) continue;
+        std::stringstream words(line.substr(6));
+        for (std::string w; words >> w;)
+            if (w == "sss") return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::vector<CheckResult> check_job_groups(const NodeConfig& cfg, uint32_t max_job_id, const GroupSource& src) {
+    const uint64_t lo = cfg.job_gid_base, hi = lo + max_job_id;
+    std::string range = std::to_string(lo) + "-" + std::to_string(hi);
+    if (max_job_id > kMaxJobGidSpan)
+        return {result("job groups", CheckStatus::fail,
+                       "Slurm's MaxJobId " + std::to_string(max_job_id) + " is above the guest groups' range",
+                       "lower MaxJobId to " + std::to_string(kMaxJobGidSpan) + " at most")};
+    std::vector<std::string> found;
+    if (src.all)
+        for (const auto& [gid, name] : src.all())
+            if (gid >= lo && gid <= hi && found.size() < 5) found.push_back(name + " (" + std::to_string(gid) + ")");
+    for (uint64_t i = 0; i < 64 && found.empty() && src.by_gid; ++i) {
+        gid_t gid = static_cast<gid_t>(lo + (hi - lo) * i / 63);
+        if (auto name = src.by_gid(gid)) found.push_back(*name + " (" + std::to_string(gid) + ")");
+    }
+    std::string fix = "move job_gid_base (and with it the jobs' groups) where the site has no groups, or those groups";
+    if (!found.empty())
+        return {result(
+            "job groups", CheckStatus::fail,
+            "the jobs' guest groups " + range + " (job_gid_base + job id) hold the site's groups " +
+                [&] {
+                    std::string l;
+                    for (const auto& f : found) l += (l.empty() ? "" : ", ") + f;
+                    return l;
+                }() +
+                ": a job whose id falls on one fails",
+            fix)};
+    const uint64_t sssd_lo = 200000, sssd_hi = 2000200000;
+    if (sssd_serves_groups(src.nsswitch) && lo < sssd_hi && hi >= sssd_lo)
+        return {result("job groups", CheckStatus::warn,
+                       "the jobs' guest groups " + range +
+                           " lie in SSSD's default AD id-mapping range (200000-2000200000), which serves groups here: "
+                           "none was found, but a group mapped there later makes jobs fail",
+                       "set job_gid_base to 2000200000 or above, or ldap_idmap_range_min/max to keep them apart")};
+    return {result("job groups", CheckStatus::ok,
+                   "the jobs' guest groups " + range + " hold no group of the site (enumerated, and 64 gids sampled)")};
+}
+
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts) {
     IommuState st = read_iommu_state(root);
     std::vector<std::pair<std::string, std::function<std::vector<CheckResult>()>>> checks = {
@@ -396,6 +471,12 @@ std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* c
          [&] {
              return opts.shares_check ? opts.shares_check()
                                       : std::vector<CheckResult>{result("shares", CheckStatus::skip,
+                                                                        "no node configuration given (--config)")};
+         }},
+        {"job groups",
+         [&] {
+             return opts.groups_check ? opts.groups_check()
+                                      : std::vector<CheckResult>{result("job groups", CheckStatus::skip,
                                                                         "no node configuration given (--config)")};
          }},
         {"network",

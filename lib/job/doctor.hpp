@@ -38,6 +38,8 @@ struct DoctorOptions {
     std::function<std::vector<CheckResult>()> kvm_check;
     // How shares reach guests (check_shares with the node's settings); unset: SKIP.
     std::function<std::vector<CheckResult>()> shares_check;
+    // The jobs' guest groups (check_job_groups with the node's settings); unset: SKIP.
+    std::function<std::vector<CheckResult>()> groups_check;
 };
 
 // The Slurm settings slurm-vm relies on, from the text of `scontrol show config`
@@ -65,6 +67,21 @@ std::vector<CheckResult> check_kvm_access(const NodeConfig& cfg);
 // Shares over virtio-fs need a virtiofsd (found where the keeper looks);
 // over 9p, nothing (but Debian's cloud and RHEL-family guest kernels lack 9p).
 std::vector<CheckResult> check_shares(const NodeConfig& cfg);
+
+// Where check_job_groups looks: the name service by gid, its enumeration
+// (every group it lists: /etc/group, and SSSD or LDAP where enumeration is
+// on), and nsswitch.conf (is SSSD a source of groups?).
+struct GroupSource {
+    std::function<std::optional<std::string>(gid_t)> by_gid;
+    std::function<std::vector<std::pair<gid_t, std::string>>()> all;
+    std::string nsswitch = "/etc/nsswitch.conf";
+};
+GroupSource name_service_groups();  // getgrgid_r, getgrent (at most 1,000,000 groups)
+// The jobs' guest groups [job_gid_base, job_gid_base + max_job_id] (Slurm's
+// MaxJobId) hold no group of the site: FAIL for one found (enumerated, or at
+// sampled gids: both ends and 62 between), WARN when SSSD serves groups and
+// its default AD id-mapping range (200000-2000200000) meets them.
+std::vector<CheckResult> check_job_groups(const NodeConfig& cfg, uint32_t max_job_id, const GroupSource& src);
 
 std::vector<CheckResult> run_doctor(const SysfsRoot& root, const DeviceConfig* cfg, const DoctorOptions& opts = {});
 bool doctor_failed(const std::vector<CheckResult>& results);

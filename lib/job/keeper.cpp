@@ -84,15 +84,15 @@ void relay(int a, int b) {
     ::close(b);
 }
 
-// A TCP connection to port 22 of `ip` (blocking once made), or -1 when none
+// A TCP connection to `port` of `ip` (blocking once made), or -1 when none
 // is made within timeout_ms: a guest that died answers nothing, and a
 // blocking connect would wait for the kernel's ARP and SYN timeouts.
-int connect_within(const std::string& ip, int timeout_ms) {
+int connect_within(const std::string& ip, uint16_t port, int timeout_ms) {
     UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s) return -1;
     struct sockaddr_in sa {};
     sa.sin_family = AF_INET;
-    sa.sin_port = htons(22);
+    sa.sin_port = htons(port);
     ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
     if (::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
         if (errno != EINPROGRESS) return -1;
@@ -108,10 +108,10 @@ int connect_within(const std::string& ip, int timeout_ms) {
 
 // A TCP connection to the guest's sshd, retried while the guest's network
 // or sshd come up (bounded; given up once `go_on`, when given, says so).
-int connect_guest(const std::string& ip, int timeout_ms, const std::function<bool()>& go_on = {}) {
+int connect_guest(const std::string& ip, int timeout_ms, const std::function<bool()>& go_on = {}, uint16_t port = 22) {
     long deadline = now_ms() + timeout_ms;
     for (;;) {
-        if (int s = connect_within(ip, 1000); s >= 0) return s;
+        if (int s = connect_within(ip, port, 1000); s >= 0) return s;
         if (now_ms() > deadline || (go_on && !go_on())) return -1;
         ::usleep(50000);
     }
@@ -154,26 +154,6 @@ void hand_agent_channels(int listen_fd, std::shared_ptr<AgentChannels> agent) {
         } catch (const Error& e) {
             log::warn(e.chain());
         }
-    }
-}
-
-// Accepts on the job's Unix socket and connects each client to the guest's
-// sshd over TCP.
-void ssh_proxy(int listen_fd, std::string ip) {
-    for (;;) {
-        int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) {
-            if (errno == EINTR) continue;
-            return;
-        }
-        std::thread([c, ip] {
-            int s = connect_guest(ip, 30000);
-            if (s < 0) {
-                ::close(c);
-                return;
-            }
-            relay(c, s);
-        }).detach();
     }
 }
 
@@ -268,6 +248,35 @@ std::string capabilities_probe_note(const NodeConfig& cfg, const JobPlan& p, int
 }
 
 }  // namespace
+
+void relay_ssh(int listen_fd, const std::string& ip, uint16_t port, size_t max_connections) {
+    // Shared with the relay threads, which may outlive this loop.
+    auto live = std::make_shared<std::atomic<size_t>>(0);
+    bool told = false;
+    for (;;) {
+        UniqueFd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (!c) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return;
+        }
+        if (live->fetch_add(1) >= max_connections) {
+            live->fetch_sub(1);
+            if (!told)
+                log::warn("the job's SSH socket refuses connections past " + std::to_string(max_connections) +
+                          " at once");
+            told = true;
+            continue;  // closed: the client's ssh says the connection was closed
+        }
+        told = false;
+        int fd = c.release();
+        std::thread([fd, ip, port, live] {
+            int s = connect_guest(ip, 30000, {}, port);
+            if (s < 0) ::close(fd);
+            else relay(fd, s);
+            live->fetch_sub(1);
+        }).detach();
+    }
+}
 
 std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib,
                       int64_t hugepage_kib) {
@@ -731,7 +740,7 @@ Keeper::Failure Keeper::start_guest_access() {
         if (int fd = connect_unix(p_.agent_channel(i)); fd >= 0) fds.emplace_back(fd);
     if (fds.size() == kAgentPorts) agent_->fds = std::move(fds);
     std::thread(hand_agent_channels, afd, agent_).detach();
-    if (lfd >= 0) std::thread(ssh_proxy, lfd, p_.ip).detach();
+    if (lfd >= 0) std::thread(relay_ssh, lfd, p_.ip, uint16_t{22}, kMaxSshConnections).detach();
     return std::nullopt;
 }
 

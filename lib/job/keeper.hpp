@@ -51,6 +51,15 @@ DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::opt
 // policy is "required" and the node cannot.
 std::string back_guest_memory(DomainSpec& d, const JobPlan& p, const SysfsRoot& root);
 
+// The most connections the job's SSH socket relays at once (each a thread of
+// the keeper, root's though charged to the job's cgroup): one per task of a
+// step or per ssh of the user's; past it a client is closed at once.
+constexpr size_t kMaxSshConnections = 512;
+// Accepts on the job's SSH socket (listen_fd) and relays each client to
+// ip:port (the guest's sshd) in a thread of its own, at most
+// max_connections at once; returns when accept fails (the socket closed).
+void relay_ssh(int listen_fd, const std::string& ip, uint16_t port, size_t max_connections);
+
 // Runs the keeper until the guest stops or SIGTERM; returns the exit status.
 // Cuts the console log at path to its last 64 KiB (under a line saying so)
 // when it is larger than max_bytes; QEMU appends, so it goes on at the new end.

@@ -570,7 +570,7 @@ void make_keys_and_identity(Preparation& s) {
         s.known_hosts += names + " " + trim(guest_host_key(s.secret, s.req.job_id, peer.node).public_key) + "\n";
     }
     replace_file(p.known_hosts(), s.known_hosts, 0644);
-    s.qgid = s.cfg.job_gid(s.req.job_id);
+    s.qgid = s.cfg.free_job_gid(s.req.job_id);
     p.guest_gid = s.qgid;
     grant_device(s.ledger, s.cfg.kvm_device, s.qgid);
 }

@@ -151,6 +151,48 @@ TEST_CASE("the logger writes stderr and the per-job file, created on the first l
     CHECK(lines[4].find("info: job 42 on nodeA: everything undone") != std::string::npos);
 }
 
+TEST_CASE("user-controlled text reaches a log line with no control character") {
+    using svm::log::neutralise;
+    // C0 (ESC, BEL, CR, backspace), DEL, C1 in UTF-8 (U+009B is CSI, U+0085
+    // NEL), a lone 8-bit CSI byte and broken UTF-8: each one '?'.
+    CHECK(neutralise("a\x1b[2Jb\x07\r\x08\x7f", false) == "a?[2Jb????");
+    CHECK(neutralise("x\xc2\x9b"
+                     "31my\xc2\x85z",
+                     false) == "x?31my?z");
+    CHECK(neutralise("\x9b"
+                     "1m\xc0\xaf\xed\xa0\x80\xe2\x82",
+                     false) == "?1m???????");
+    // Printable UTF-8 is kept (U+00A0 and up, CJK, emoji), newlines and tabs only when asked.
+    CHECK(neutralise("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80", false) ==
+          "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+    CHECK(neutralise("a\nb\tc", false) == "a?b?c");
+    CHECK(neutralise("a\nb\tc", true) == "a\nb\tc");
+    CHECK(svm::log::printable("boot\r\n\x1b]0;title\x07ok\xc2\x9b") == "boot\n?]0;title?ok?");
+
+    // Through the logger: a job name with escapes and a forged second line.
+    TempDir t;
+    std::string log_dir = svm::path_join(t.path(), "log");
+    StderrCapture cap(t.path());
+    svm::log::Setup s;
+    s.program = "test-prog";
+    s.job_id = 7;
+    s.node = "nodeA";
+    svm::log::init(s);
+    svm::log::add_job_file(log_dir);
+    svm::log::info(
+        "job name x\x1b[1A\x1b[2K\rroot: fake\nline two \xc2\x9b"
+        "0m");
+    svm::log::warn("no newline \x1b]8;;http://x\x1b\\ here");
+    svm::log::shutdown();
+    for (const std::string& text : {svm::read_file(svm::path_join(log_dir, "nodeA/job_7.log")), cap.text()}) {
+        auto lines = lines_of(text);
+        REQUIRE(lines.size() == 2);
+        CHECK(lines[0].find("job name x?[1A?[2K?root: fake | line two ?0m") != std::string::npos);
+        CHECK(lines[1].find("no newline ?]8;;http://x?\\ here") != std::string::npos);
+        for (unsigned char c : text) CHECK((c == '\n' || (c >= 0x20 && c < 0x7f)));
+    }
+}
+
 TEST_CASE("a user's stderr-only logger never writes a file") {
     TempDir t;
     StderrCapture cap(t.path());

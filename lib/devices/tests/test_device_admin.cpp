@@ -234,6 +234,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                 {"slurm", "OK"},
                                                                 {"kvm", "SKIP"},
                                                                 {"shares", "SKIP"},
+                                                                {"job groups", "SKIP"},
                                                                 {"network", "SKIP"}});
     CHECK_FALSE(doctor_failed(good));
     Json j = doctor_to_json(good);
@@ -272,6 +273,7 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
                                                                {"slurm", "SKIP"},
                                                                {"kvm", "SKIP"},
                                                                {"shares", "SKIP"},
+                                                               {"job groups", "SKIP"},
                                                                {"network", "SKIP"}});
     CHECK(doctor_failed(bad));
     std::string text = format_doctor(bad);

@@ -135,3 +135,47 @@ TEST_CASE("oci: the cache keeps its bound, the entries in use and the newest", "
     CHECK(removed == std::vector<std::string>{a});
     CHECK(svm::path_exists(c));
 }
+
+TEST_CASE("oci: a layer past its bounds (a gzip bomb, a flood of entries) is refused in one sentence", "[oci]") {
+    svm::test::TempDir d_dir("svm-oci");
+    std::string d = d_dir.path();
+    // 64 MiB of zeros: about 64 KiB gzipped.
+    svm::mkdir_p(d + "/l0/disk");
+    svm::run_checked({"truncate", "-s", "64M", d + "/l0/disk/disk.img"});
+    std::string layout = make_layout(d, {d + "/l0"});
+    auto reason = [&](const std::string& lay, const svm::LayerBounds& b) {
+        return svm::test::reason_of([&] { svm::find_disk_member(lay, b); });
+    };
+    std::string why = reason(layout, svm::LayerBounds{16u << 20, 100, 60000});
+    CHECK(why == "a layer of the image decompresses to more than 16 MiB, this node's bound (oci.max_layer_gib)");
+    // Within the bound: found.
+    CHECK(svm::find_disk_member(layout, svm::LayerBounds{128u << 20, 100, 60000}).member == "./disk/disk.img");
+
+    // 300 entries, 100 allowed.
+    svm::test::TempDir e_dir("svm-oci");
+    std::string e = e_dir.path();
+    svm::mkdir_p(e + "/l0/etc");
+    for (int i = 0; i < 300; ++i) svm::write_file_atomic(e + "/l0/etc/f" + std::to_string(i), "x");
+    svm::mkdir_p(e + "/l0/disk");
+    svm::write_file_atomic(e + "/l0/disk/disk.img", "QFI\xfb");
+    std::string many = make_layout(e, {e + "/l0"});
+    CHECK(reason(many, svm::LayerBounds{1u << 30, 100, 60000}) ==
+          "a layer of the image holds more than 100 entries, this node's bound (oci.max_layer_entries)");
+    CHECK(svm::find_disk_member(many, svm::LayerBounds{1u << 30, 1000, 60000}).member == "./disk/disk.img");
+    // Garbage that is no tar archive.
+    svm::test::TempDir g_dir("svm-oci");
+    std::string g = g_dir.path();
+    svm::mkdir_p(g + "/l0/disk");
+    std::string lay = make_layout(g, {g + "/l0"});
+    for (const auto& f : svm::list_dir(lay + "/blobs/sha256")) {
+        std::string text = svm::read_file(lay + "/blobs/sha256/" + f);
+        if (text.find("layers") == std::string::npos) svm::write_file_atomic(lay + "/blobs/sha256/" + f, "junk");
+    }
+    CHECK(reason(lay, svm::LayerBounds{}).find("a layer of the image is not a tar archive") == 0);
+    // The configuration's keys.
+    auto c = svm::parse_config(R"({"oci": {"max_layer_gib": 2, "max_layer_entries": 50, "reserve_gib": 0}})", "n", "t");
+    CHECK(c.oci.max_layer_bytes == (2ULL << 30));
+    CHECK(c.oci.max_layer_entries == 50);
+    CHECK(c.oci.reserve_bytes == 0);
+    CHECK(svm::parse_config("{}", "n", "t").oci.timeout_s == 300);
+}

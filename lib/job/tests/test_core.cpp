@@ -691,3 +691,55 @@ TEST_CASE("the guest's state file: phases and reasons round-trip, a normal end i
     for (const char* t : {"", "readyish", "ready: x", "failed", "garbage: x"})
         CHECK(svm::GuestState::parse(t).phase == P::none);
 }
+
+TEST_CASE("doctor checks that the jobs' guest groups hold no group of the site", "[core]") {
+    svm::test::TempDir t;
+    svm::NodeConfig cfg;
+    cfg.job_gid_base = 0x70000000u;
+    const uint32_t max = 67043328;
+    std::string nss = svm::path_join(t.path(), "nsswitch.conf");
+    svm::replace_file(nss, "passwd: files\ngroup:  files   # sss later\n", 0644);
+    std::vector<gid_t> asked;
+    svm::GroupSource src;
+    src.nsswitch = nss;
+    src.all = [] { return std::vector<std::pair<gid_t, std::string>>{{0, "root"}, {1000, "users"}}; };
+    src.by_gid = [&](gid_t g) -> std::optional<std::string> {
+        asked.push_back(g);
+        return std::nullopt;
+    };
+    auto r = svm::check_job_groups(cfg, max, src);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].status == svm::CheckStatus::ok);
+    REQUIRE(asked.size() == 64);  // both ends and 62 between
+    CHECK(asked.front() == 0x70000000u);
+    CHECK(asked.back() == 0x70000000u + max);
+
+    // Enumerated: a group inside the range fails, named.
+    src.all = [] { return std::vector<std::pair<gid_t, std::string>>{{0x70000000u + 77, "ad-staff"}}; };
+    r = svm::check_job_groups(cfg, max, src);
+    CHECK(r[0].status == svm::CheckStatus::fail);
+    CHECK(r[0].message.find("ad-staff (1879048269)") != std::string::npos);
+    // Not enumerable (SSSD's default), found by a sampled gid.
+    src.all = [] { return std::vector<std::pair<gid_t, std::string>>{}; };
+    src.by_gid = [&](gid_t g) -> std::optional<std::string> {
+        if (g == 0x70000000u + max) return "DOMAIN\\group";
+        return std::nullopt;
+    };
+    r = svm::check_job_groups(cfg, max, src);
+    CHECK(r[0].status == svm::CheckStatus::fail);
+    CHECK(r[0].message.find("DOMAIN\\group") != std::string::npos);
+    // SSSD serves groups and its default id-mapping range covers the base: a warning...
+    src.by_gid = [](gid_t) -> std::optional<std::string> { return std::nullopt; };
+    svm::replace_file(nss, "group: files sss systemd\n", 0644);
+    r = svm::check_job_groups(cfg, max, src);
+    CHECK(r[0].status == svm::CheckStatus::warn);
+    CHECK(r[0].fix.find("2000200000") != std::string::npos);
+    // ... which a base above that range silences.
+    cfg.job_gid_base = 2000200000u;
+    CHECK(svm::check_job_groups(cfg, max, src)[0].status == svm::CheckStatus::ok);
+    // A MaxJobId above the range the groups may take.
+    CHECK(svm::check_job_groups(cfg, 0x7fffffffu, src)[0].status == svm::CheckStatus::fail);
+    // The real name service answers for a group every system has.
+    CHECK(svm::group_of_gid(0) == std::optional<std::string>("root"));
+    CHECK_FALSE(svm::group_of_gid(0x70000000u + 12345).has_value());
+}

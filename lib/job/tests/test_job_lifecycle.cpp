@@ -156,6 +156,29 @@ TEST_CASE("job lifecycle: a refused job leaves its directory and cgroups to the 
     CHECK(n.leftovers() == "");
 }
 
+TEST_CASE("job lifecycle: a job whose guest group is a group of the site fails, the node stays up", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    // The base puts this job's group on the name service's "nogroup" (or
+    // "nobody"): a site whose groups (SSSD's id-mapped ones) meet the range.
+    gid_t taken = svm::credentials_for(kUser).gid;
+    auto name = svm::group_of_gid(taken);
+    REQUIRE(name.has_value());
+    n.cfg.job_gid_base = taken - kJob;
+    svm::PrologResult r = svm::prepare_job(n.cfg, n.req);
+    CHECK(r.status == svm::PrologStatus::refused);  // the job's failure, not the node's (no throw)
+    CHECK(r.reason.find("guest group, gid " + std::to_string(taken)) != std::string::npos);
+    CHECK(r.reason.find("\"" + *name + "\"") != std::string::npos);
+    CHECK(r.reason.find('\n') == std::string::npos);
+    CHECK_FALSE(svm::has_group_entry(n.cfg.kvm_device, taken));
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(n.leftovers() == "");
+    // A free group: prepared.
+    n.cfg.job_gid_base = 0x70000000u;
+    CHECK(svm::prepare_job(n.cfg, n.req).status == svm::PrologStatus::prepared);
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+}
+
 TEST_CASE("job lifecycle: a step failing after any record is rolled back by the prolog itself", "[lifecycle]") {
     REQUIRE(geteuid() == 0);
     Node n;
