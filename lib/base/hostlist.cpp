@@ -11,7 +11,12 @@ namespace svm {
 static void expand_one(const std::string& item, std::vector<std::string>& out) {
     size_t lb = item.find('[');
     if (lb == std::string::npos) {
-        if (!item.empty()) out.push_back(item);
+        if (item.empty()) return;
+        if (out.size() >= kMaxHostlistNames)
+            SVM_THROW("the host list names more than " + std::to_string(kMaxHostlistNames) + " hosts");
+        if (item.size() > kMaxHostName)
+            SVM_THROW("a host name in the host list is longer than " + std::to_string(kMaxHostName) + " bytes");
+        out.push_back(item);
         return;
     }
     size_t rb = item.find(']', lb);
@@ -42,8 +47,8 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
     std::string cur;
     int depth = 0;
     for (char c : list) {
-        if (c == '[') ++depth;
-        if (c == ']') --depth;
+        if (c == '[' && ++depth > 1) SVM_THROW("invalid host list: nested brackets");
+        if (c == ']' && --depth < 0) SVM_THROW("invalid host list: unbalanced brackets");
         if (c == ',' && depth == 0) {
             expand_one(cur, out);
             cur.clear();
@@ -51,6 +56,7 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
             cur += c;
         }
     }
+    if (depth != 0) SVM_THROW("invalid host list: unbalanced brackets");
     expand_one(cur, out);
     return out;
 }
