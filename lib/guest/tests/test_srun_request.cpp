@@ -28,7 +28,7 @@ TEST_CASE("srun relay: request lines as the guest's shim writes them, and others
 }
 
 TEST_CASE("srun relay: an SRUN request's fields end at their count's last NUL", "[srun]") {
-    std::string bytes("/home/u\0-N1\0hostname\0trailing", 30);
+    std::string bytes("/home/u\0-N1\0hostname\0trailing", 29);
     auto f = split_srun_fields(bytes, 3);
     REQUIRE(f);
     CHECK(*f == std::vector<std::string>{"/home/u", "-N1", "hostname"});
