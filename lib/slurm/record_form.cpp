@@ -51,7 +51,7 @@ std::vector<Group> group_nodes(json_t* nodes) {
     for (auto& [sig, names] : by_signature) {
         Group g;
         g.hosts = compress_hostlist(names);
-        g.order = expand_hostlist(g.hosts);
+        g.order = expand_hostlist(g.hosts, names.size());  // as many as it was written from
         g.entry = Json(json_deep_copy(json_object_get(nodes, g.order.front().c_str())));
         for (const auto& k : kPerNode) {
             if (!json_object_get(g.entry.get(), k.c_str())) continue;
