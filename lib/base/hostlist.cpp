@@ -8,10 +8,14 @@
 
 namespace svm {
 
-static void expand_one(const std::string& item, std::vector<std::string>& out) {
+static void expand_one(const std::string& item, std::vector<std::string>& out, size_t max_names) {
     size_t lb = item.find('[');
     if (lb == std::string::npos) {
-        if (!item.empty()) out.push_back(item);
+        if (item.empty()) return;
+        if (out.size() >= max_names) SVM_THROW("the host list names more than " + std::to_string(max_names) + " hosts");
+        if (item.size() > kMaxHostName)
+            SVM_THROW("a host name in the host list is longer than " + std::to_string(kMaxHostName) + " bytes");
+        out.push_back(item);
         return;
     }
     size_t rb = item.find(']', lb);
@@ -30,28 +34,29 @@ static void expand_one(const std::string& item, std::vector<std::string>& out) {
         for (long i = lo; i <= hi; ++i) {
             std::string n = std::to_string(i);
             while (n.size() < a.size()) n = "0" + n;  // keep zero padding
-            expand_one(prefix + n + suffix, out);
+            expand_one(prefix + n + suffix, out, max_names);
         }
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
 }
 
-std::vector<std::string> expand_hostlist(const std::string& list) {
+std::vector<std::string> expand_hostlist(const std::string& list, size_t max_names) {
     std::vector<std::string> out;
     std::string cur;
     int depth = 0;
     for (char c : list) {
-        if (c == '[') ++depth;
-        if (c == ']') --depth;
+        if (c == '[' && ++depth > 1) SVM_THROW("invalid host list: nested brackets");
+        if (c == ']' && --depth < 0) SVM_THROW("invalid host list: unbalanced brackets");
         if (c == ',' && depth == 0) {
-            expand_one(cur, out);
+            expand_one(cur, out, max_names);
             cur.clear();
         } else {
             cur += c;
         }
     }
-    expand_one(cur, out);
+    if (depth != 0) SVM_THROW("invalid host list: unbalanced brackets");
+    expand_one(cur, out, max_names);
     return out;
 }
 

@@ -18,6 +18,7 @@
 #include "fs.hpp"
 #include "guest_signals.hpp"
 #include "proc.hpp"
+#include "srun_request.hpp"
 
 namespace svm {
 
@@ -103,7 +104,7 @@ struct SrunRelay::Run {
 
 namespace {
 
-bool read_line(int fd, std::string& line, size_t max = 512) {
+bool read_line(int fd, std::string& line, size_t max = kSrunLineMax) {
     line.clear();
     char c;
     while (line.size() < max) {
@@ -202,40 +203,34 @@ namespace {
 // The request's n NUL-terminated fields (the working directory, then srun's
 // arguments); nullopt when the peer goes away or sends more than 8 MiB.
 std::optional<std::vector<std::string>> read_fields(int fd, long n) {
-    std::vector<std::string> fields;
-    std::string cur;
-    size_t total = 0;
+    std::string bytes;
+    long nuls = 0;
     char c;
-    while (static_cast<long>(fields.size()) < n) {
+    while (nuls < n) {
         ssize_t r = ::read(fd, &c, 1);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || ++total > (8u << 20)) return std::nullopt;
-        if (c == '\0') {
-            fields.push_back(cur);
-            cur.clear();
-        } else {
-            cur += c;
-        }
+        if (r <= 0 || bytes.size() >= kSrunFieldsMaxBytes) return std::nullopt;
+        bytes += c;
+        if (c == '\0') ++nuls;
     }
-    return fields;
+    return split_srun_fields(bytes, n);
 }
 }  // namespace
 
 void SrunRelay::handle(int fd) {
     std::string line;
     if (!read_line(fd, line)) return;
-    auto space = line.find(' ');
-    std::string verb = line.substr(0, space), arg = space == std::string::npos ? "" : line.substr(space + 1);
+    SrunRequestLine req = parse_srun_request_line(line);
+    const std::string& verb = req.verb;
     if (verb == "SRUN") {
-        long n = std::strtol(arg.c_str(), nullptr, 10);
-        if (n < 1 || n > 100000) {
+        if (req.count == 0) {
             write_all(fd, "ERR bad request\n");
             return;
         }
-        if (auto fields = read_fields(fd, n)) run_srun(fd, *fields);
+        if (auto fields = read_fields(fd, req.count)) run_srun(fd, *fields);
         return;
     }
-    std::string token = arg.substr(0, arg.find(' '));
+    const std::string& token = req.token;
     std::shared_ptr<Run> run;
     {
         std::lock_guard<std::mutex> g(mu_);
@@ -257,7 +252,7 @@ void SrunRelay::handle(int fd) {
         std::lock_guard<std::mutex> g(mu_);
         runs_.erase(token);
     } else if (verb == "SIGNAL") {
-        int sig = forwarded_signal_number(arg.substr(arg.find(' ') + 1));
+        int sig = forwarded_signal_number(req.signal);
         std::lock_guard<std::mutex> g(run->mu);
         if (sig && !run->done) ::kill(run->pid, sig);
     }

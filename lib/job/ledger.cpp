@@ -20,11 +20,20 @@ void Ledger::set_record_hook_for_tests(std::function<void(const LedgerEntry&)> h
 }
 
 Ledger Ledger::load(const std::string& path, uint32_t job_id) {
+    std::string text;
+    if (!read_file_if_exists(path, text)) {
+        Ledger l;
+        l.path_ = path;
+        l.job_id_ = job_id;
+        return l;
+    }
+    return parse(text, path, job_id);
+}
+
+Ledger Ledger::parse(const std::string& text, const std::string& path, uint32_t job_id) {
     Ledger l;
     l.path_ = path;
     l.job_id_ = job_id;
-    std::string text;
-    if (!read_file_if_exists(path, text)) return l;
     Json root = json_parse(text, path);
     if (auto j = json_get_int(root.get(), "job_id"); j && static_cast<uint32_t>(*j) != job_id)
         SVM_THROW(path + " belongs to job " + std::to_string(*j) + ", not " + std::to_string(job_id));

@@ -24,6 +24,9 @@ public:
     // Loads the ledger at path, or starts an empty one (nothing is written
     // until the first record()).
     static Ledger load(const std::string& path, uint32_t job_id);
+    // The ledger in `text` (the file's content; path names it in errors):
+    // what load() reads, without the file. Throws svm::Error.
+    static Ledger parse(const std::string& text, const std::string& path, uint32_t job_id);
 
     void record(const std::string& kind, Json data);
     // A typed record (host_changes.hpp): its kind and its JSON form.

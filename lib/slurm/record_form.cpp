@@ -20,6 +20,16 @@ struct Group {
     Json entry;                      // grouped entry
 };
 
+// Whether a node's entry can be grouped: its key one host name, which a
+// host list writes as itself (hostlist.hpp), and its value an object. Any
+// other (a key empty, too long or in host-list syntax, a value not an
+// object: a record read back that is not ours) is left out of the grouped
+// form.
+bool groupable(const std::string& n, const json_t* entry) {
+    return !n.empty() && n.size() <= kMaxHostName && n.find_first_of("[],") == std::string::npos &&
+           json_is_object(entry);
+}
+
 // Nodes with equal entries apart from kPerNode's values (but with the same
 // keys) share a group.
 std::vector<Group> group_nodes(json_t* nodes) {
@@ -27,6 +37,7 @@ std::vector<Group> group_nodes(json_t* nodes) {
     const char* node;
     json_t* entry;
     json_object_foreach(nodes, node, entry) {
+        if (!groupable(node, entry)) continue;
         Json rest(json_deep_copy(entry));
         std::string keys;
         for (const auto& k : kPerNode) {
@@ -40,7 +51,7 @@ std::vector<Group> group_nodes(json_t* nodes) {
     for (auto& [sig, names] : by_signature) {
         Group g;
         g.hosts = compress_hostlist(names);
-        g.order = expand_hostlist(g.hosts);
+        g.order = expand_hostlist(g.hosts, names.size());  // as many as it was written from
         g.entry = Json(json_deep_copy(json_object_get(nodes, g.order.front().c_str())));
         for (const auto& k : kPerNode) {
             if (!json_object_get(g.entry.get(), k.c_str())) continue;

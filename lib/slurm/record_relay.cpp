@@ -100,9 +100,10 @@ std::optional<SealedEntry> entry_of_unmunge(const std::string& out) {
     json_error_t err;
     Json j(json_loads(out.substr(body + 2).c_str(), 0, &err));
     if (!j || !json_is_object(j.get())) return std::nullopt;
-    auto node = json_get_string(j.get(), "node"), fields = json_get_string(j.get(), "fields");
-    if (!node || !fields) return std::nullopt;
-    return SealedEntry{*node, *fields};
+    // Strings, else nothing (json_get_string would throw out of the relay's thread).
+    json_t *node = json_object_get(j.get(), "node"), *fields = json_object_get(j.get(), "fields");
+    if (!json_is_string(node) || !json_is_string(fields)) return std::nullopt;
+    return SealedEntry{json_string_value(node), json_string_value(fields)};
 }
 
 std::optional<SealedEntry> open_entry(const std::string& credential) {
