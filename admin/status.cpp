@@ -160,16 +160,19 @@ int cmd_status(const Args& args) {
 
 namespace {
 
-// The jobs Slurm has in an active state on node, or anywhere when node is
-// empty; nothing (and why) when Slurm cannot be asked or its answer is not
-// understood. %A, not %i: the state here is keyed by job id, and %i shows an
-// array task as <base>_<index> and a heterogeneous component as <leader>+<n>
-// (admin/squeue_ids.hpp).
+// The jobs Slurm has in a state other than ended on node, or anywhere when
+// node is empty; nothing (and why) when Slurm cannot be asked or its answer is
+// not understood. %A, not %i: the state here is keyed by job id, and %i shows
+// an array task as <base>_<index> and a heterogeneous component as
+// <leader>+<n>; every state, not `-t R,...`: Slurm 22.05 leaves out a running
+// job with a state flag such as SIGNALING (admin/squeue_ids.hpp); -a: jobs of
+// hidden partitions too.
 std::optional<std::set<uint32_t>> active_jobs(const std::string& node, std::string& why) {
     RunOptions qo;
     qo.timeout_ms = 30000;
     qo.env = inherited_env({"PATH", "SLURM_CONF"});
-    std::vector<std::string> argv{"squeue", "-h", "-o", kSqueueJobIdFormat, "-t", "PD,CF,R,CG,S,ST"};
+    qo.max_output_bytes = size_t(128) << 20;  // some 5 million jobs
+    std::vector<std::string> argv{"squeue", "-h", "-a", "-t", "all", "-o", kSqueueJobFormat};
     if (!node.empty()) argv.insert(argv.end(), {"-w", node});
     RunResult q = run(argv, qo);
     if (!q.ok()) {
@@ -177,12 +180,12 @@ std::optional<std::set<uint32_t>> active_jobs(const std::string& node, std::stri
         if (why.empty()) why = "squeue exited with status " + std::to_string(q.status);
         return std::nullopt;
     }
-    auto parsed = parse_squeue_job_ids(q.out);
+    auto parsed = parse_squeue_live_jobs(q.out);
     if (!parsed) {
         std::string shown = trim(q.out).substr(0, 200);
         for (char& ch : shown)
             if (ch == '\n') ch = ' ';
-        why = "squeue's answer is not one job id per line: " + shown;
+        why = "squeue's answer is not one job id and state per line: " + shown;
     }
     return parsed;
 }

@@ -100,6 +100,7 @@ int run(const std::string& config) {
         ls.node = node;
         svm::log::init(ls);
         svm::NodeConfig cfg = svm::load_config(config, node);
+        svm::set_job_info_program(svm::path_join(cfg.libexec_dir, "slurm-vm-job-info"));
         // Only a VM job (state here) gets a log file.
         bool vm_job = svm::path_exists(cfg.job_dir(job)) || svm::path_exists(cfg.ledger_path(job));
         if (vm_job) {

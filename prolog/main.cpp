@@ -52,6 +52,7 @@ static int run(const std::string& config) {
         svm::log::init(ls);
         if (req.image.empty() && !svm::path_exists(config)) return 0;
         svm::NodeConfig cfg = svm::load_config(config, req.node);
+        svm::set_job_info_program(svm::path_join(cfg.libexec_dir, "slurm-vm-job-info"));
         // A job without --vm-image is a VM job only where its partition says
         // so (the site's "partitions"); --vm-image=none asks for the host,
         // which a partition that requires VMs refuses (prepare_job says so).

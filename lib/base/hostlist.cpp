@@ -8,56 +8,99 @@
 
 namespace svm {
 
-static void expand_one(const std::string& item, std::vector<std::string>& out, size_t max_names) {
-    size_t lb = item.find('[');
-    if (lb == std::string::npos) {
-        if (item.empty()) return;
-        if (out.size() >= max_names) SVM_THROW("the host list names more than " + std::to_string(max_names) + " hosts");
-        if (item.size() > kMaxHostName)
-            SVM_THROW("a host name in the host list is longer than " + std::to_string(kMaxHostName) + " bytes");
-        out.push_back(item);
-        return;
-    }
-    size_t rb = item.find(']', lb);
-    if (rb == std::string::npos) SVM_THROW("invalid host list item \"" + item + "\"");
-    std::string prefix = item.substr(0, lb), suffix = item.substr(rb + 1);
-    std::string ranges = item.substr(lb + 1, rb - lb - 1);
+namespace {
+
+struct Range {
+    long lo, hi;
+    size_t width;  // zero padding of the written start
+};
+
+long digits_value(std::string_view d, std::string_view item) {
+    if (d.empty() || d.size() > 9 || d.find_first_not_of("0123456789") != std::string_view::npos)
+        SVM_THROW("invalid host list range in \"" + std::string(item.substr(0, 200)) + "\"");
+    long v = 0;
+    for (char c : d) v = v * 10 + (c - '0');
+    return v;
+}
+
+// "1-3,7" as ranges, checked before any is expanded.
+std::vector<Range> parse_ranges(std::string_view ranges, std::string_view item) {
+    std::vector<Range> out;
     size_t pos = 0;
-    while (pos <= ranges.size()) {
+    for (;;) {
         size_t comma = ranges.find(',', pos);
-        std::string r = ranges.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        std::string_view r = ranges.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
         size_t dash = r.find('-');
-        std::string a = r.substr(0, dash), b = dash == std::string::npos ? a : r.substr(dash + 1);
-        if (a.empty() || b.empty()) SVM_THROW("invalid host list range \"" + r + "\"");
-        long lo = std::stol(a), hi = std::stol(b);
-        if (hi < lo || hi - lo > 100000) SVM_THROW("invalid host list range \"" + r + "\"");
-        for (long i = lo; i <= hi; ++i) {
-            std::string n = std::to_string(i);
-            while (n.size() < a.size()) n = "0" + n;  // keep zero padding
-            expand_one(prefix + n + suffix, out, max_names);
-        }
-        if (comma == std::string::npos) break;
+        std::string_view a = r.substr(0, dash), b = dash == std::string_view::npos ? a : r.substr(dash + 1);
+        Range g{digits_value(a, item), digits_value(b, item), a.size()};
+        if (g.hi < g.lo) SVM_THROW("invalid host list range in \"" + std::string(item.substr(0, 200)) + "\"");
+        out.push_back(g);
+        if (comma == std::string_view::npos) return out;
         pos = comma + 1;
     }
 }
 
-std::vector<std::string> expand_hostlist(const std::string& list, size_t max_names) {
-    std::vector<std::string> out;
-    std::string cur;
-    int depth = 0;
-    for (char c : list) {
-        if (c == '[' && ++depth > 1) SVM_THROW("invalid host list: nested brackets");
-        if (c == ']' && --depth < 0) SVM_THROW("invalid host list: unbalanced brackets");
-        if (c == ',' && depth == 0) {
-            expand_one(cur, out, max_names);
-            cur.clear();
-        } else {
-            cur += c;
+struct Expansion {
+    size_t max_names;
+    std::vector<std::string> names;
+};
+
+// Appends the names of head + rest (rest: literal text and bracketed ranges,
+// in turn). Every step either adds to head (at most kMaxHostName bytes) or
+// ends in a name or an error, so the work is bounded by the names returned.
+void expand_rest(std::string& head, std::string_view rest, std::string_view item, Expansion& x) {
+    size_t lb = rest.find('[');
+    std::string_view lit = rest.substr(0, lb);
+    if (lit.find(']') != std::string_view::npos)
+        SVM_THROW("invalid host list item \"" + std::string(item.substr(0, 200)) + "\"");
+    if (head.size() + lit.size() > kMaxHostName)
+        SVM_THROW("a host name in the host list is longer than " + std::to_string(kMaxHostName) + " bytes");
+    size_t keep = head.size();
+    head.append(lit);
+    if (lb == std::string_view::npos) {
+        if (x.names.size() >= x.max_names)
+            SVM_THROW("the host list names more than " + std::to_string(x.max_names) + " hosts");
+        if (!head.empty()) x.names.push_back(head);
+        head.resize(keep);
+        return;
+    }
+    size_t rb = rest.find(']', lb);
+    if (rb == std::string_view::npos) SVM_THROW("invalid host list item \"" + std::string(item.substr(0, 200)) + "\"");
+    std::string_view ranges = rest.substr(lb + 1, rb - lb - 1), tail = rest.substr(rb + 1);
+    for (const Range& r : parse_ranges(ranges, item)) {
+        for (long i = r.lo; i <= r.hi; ++i) {
+            std::string n = std::to_string(i);
+            if (n.size() < r.width) n.insert(0, r.width - n.size(), '0');  // keep zero padding
+            size_t at = head.size();
+            head += n;
+            expand_rest(head, tail, item, x);
+            head.resize(at);
         }
     }
+    head.resize(keep);
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(std::string_view list, size_t max_names) {
+    if (list.size() > kMaxHostlistChars)
+        SVM_THROW("a host list of " + std::to_string(list.size()) + " bytes is longer than " +
+                  std::to_string(kMaxHostlistChars));
+    Expansion x{max_names, {}};
+    size_t begin = 0;
+    int depth = 0;
+    for (size_t i = 0; i <= list.size(); ++i) {
+        char c = i < list.size() ? list[i] : ',';
+        if (c == '[' && ++depth > 1) SVM_THROW("invalid host list: nested brackets");
+        if (c == ']' && --depth < 0) SVM_THROW("invalid host list: unbalanced brackets");
+        if (c != ',' || depth != 0) continue;
+        std::string_view item = list.substr(begin, i - begin);
+        std::string head;
+        expand_rest(head, item, item, x);
+        begin = i + 1;
+    }
     if (depth != 0) SVM_THROW("invalid host list: unbalanced brackets");
-    expand_one(cur, out, max_names);
-    return out;
+    return std::move(x.names);
 }
 
 namespace {

@@ -15,7 +15,7 @@ namespace {
 const std::set<std::string> kAnnotations = {"$schema", "$id", "$defs", "title", "description", "default", "comment"};
 const std::set<std::string> kChecked = {
     "type",     "enum",          "const", "minimum", "maximum", "pattern", "properties", "additionalProperties",
-    "required", "propertyNames", "items", "oneOf",   "not",     "$ref"};
+    "required", "propertyNames", "items", "oneOf",   "not",     "$ref",    "maxLength"};
 
 struct Walk {
     const json_t* root;  // the schema "#/..." refers to
@@ -93,6 +93,11 @@ void check_scalar(const json_t* doc, const json_t* schema, const std::string& pa
         if (const json_t* m = json_object_get(schema, "maximum"); m && v > json_number_value(m))
             SVM_THROW(where + " must be at most " + json_text(m) + " (it is " + json_text(doc) + ")");
     }
+    // Before any pattern: a regular expression is matched on bounded strings only.
+    if (const json_t* m = json_object_get(schema, "maxLength"); m && json_is_string(doc))
+        if (json_string_length(doc) > static_cast<size_t>(json_integer_value(m)))
+            SVM_THROW(where + " must be at most " + json_text(m) + " bytes long (it is " +
+                      std::to_string(json_string_length(doc)) + ")");
     if (const json_t* p = json_object_get(schema, "pattern"); p && json_is_string(doc))
         if (!std::regex_search(json_string_value(doc), std::regex(json_string_value(p))))
             SVM_THROW(where + " must match " + json_string_value(p) + " (it is " + json_text(doc) + ")");

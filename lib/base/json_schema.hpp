@@ -1,7 +1,7 @@
 // JSON Schema validation over jansson, for the project's own schemas
 // (etc/*.schema.json), which the node configuration is checked against when
 // it is loaded (config.hpp: validate_node_config). It implements the keywords those schemas use: type, enum,
-// const, minimum, maximum, pattern, properties, additionalProperties,
+// const, minimum, maximum, maxLength (bytes; checked before pattern), pattern, properties, additionalProperties,
 // required, propertyNames, items, oneOf, not, and $ref to a sibling schema or
 // to "#/$defs/NAME". A schema that uses another keyword is refused, so that
 // a rule cannot be written down and silently not enforced.

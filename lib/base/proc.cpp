@@ -240,7 +240,8 @@ pid_t fork_child(const Prepared& p) {
     return pid;
 }
 
-RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms) {
+RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms,
+                  size_t max_output = 0) {
     RunResult r;
     size_t in_off = 0;
     if (in_fd >= 0 && in_data.empty()) {
@@ -274,6 +275,11 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
         int pr = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(left));
         if (pr < 0 && errno != EINTR) break;
         if (pr <= 0) continue;
+        if (max_output && (r.out.size() > max_output || r.err.size() > max_output)) {
+            r.truncated = true;  // bounded: the command is stopped, not read on
+            ::kill(pid, SIGKILL);
+            break;
+        }
         if (io >= 0 && p[io].revents) {
             ssize_t w = ::write(in_fd, in_data.data() + in_off, in_data.size() - in_off);
             if (w > 0) in_off += static_cast<size_t>(w);
@@ -302,7 +308,7 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
     for (int fd : {in_fd, out_fd, err_fd})
         if (fd >= 0) ::close(fd);
     int st = 0;
-    if (r.timed_out) {
+    if (r.timed_out || r.truncated) {
         ::waitpid(pid, &st, 0);
     } else {
         // Output closed; the child may still be running (it closed its fds).
@@ -377,7 +383,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& opts) {
     ::close(in.take(0));
     ::close(out.take(1));
     ::close(err.take(1));
-    return collect(pid, in.take(1), out.take(0), err.take(0), opts.stdin_data, opts.timeout_ms);
+    return collect(pid, in.take(1), out.take(0), err.take(0), opts.stdin_data, opts.timeout_ms, opts.max_output_bytes);
 }
 
 void spawn_detached(const std::vector<std::string>& argv, const std::string& log) {

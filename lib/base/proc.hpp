@@ -34,14 +34,18 @@ struct RunOptions {
     // close-on-exec flag is cleared in the child only.
     std::vector<int> keep_fds;
     int netns_fd = -1;  // a network namespace the command runs in (setns); -1: this thread's
+    // Stdout and stderr each kept up to this many bytes (0: no bound); past
+    // it the command is killed and RunResult::truncated set.
+    size_t max_output_bytes = 0;
 };
 
 struct RunResult {
     int status = -1;  // exit status, or 128+signal
     bool timed_out = false;
+    bool truncated = false;  // killed for writing more than max_output_bytes
     std::string out;
     std::string err;
-    bool ok() const { return status == 0 && !timed_out; }
+    bool ok() const { return status == 0 && !timed_out && !truncated; }
 };
 
 RunResult run(const std::vector<std::string>& argv, const RunOptions& opts = {});

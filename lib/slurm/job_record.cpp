@@ -2,53 +2,170 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cstring>
+#include <mutex>
 #include <random>
 
+#include "error.hpp"
 #include "fs.hpp"
+#include "hostlist.hpp"
+#include "json_schema.hpp"
 #include "log.hpp"
 #include "proc.hpp"
 #include "record_form.hpp"
+#include "record_schema.hpp"  // generated: etc/slurm-vm.record.schema.json
 
 namespace svm {
 
-std::string admin_comment_of(const std::string& out) {
-    // `scontrol show job` puts AdminComment on a line of its own.
-    static const std::string key = "AdminComment=";
-    size_t pos = 0;
-    while ((pos = out.find(key, pos)) != std::string::npos) {
-        size_t bol = out.rfind('\n', pos);
-        bol = bol == std::string::npos ? 0 : bol + 1;
-        if (trim(out.substr(bol, pos - bol)).empty()) {
-            size_t b = pos + key.size(), e = out.find('\n', b);
-            return trim(out.substr(b, e == std::string::npos ? std::string::npos : e - b));
-        }
-        pos += key.size();
+std::optional<std::string> admin_comment_of_json(std::string_view text, uint32_t job_id, std::string& why) {
+    if (text.size() > kMaxShowJobBytes) {
+        why = "the job's JSON is larger than " + std::to_string(kMaxShowJobBytes >> 20) + " MiB";
+        return std::nullopt;
     }
-    return "";
-}
-
-static Json parse_object(const std::string& value) {
     json_error_t err;
-    json_t* j = value.empty() ? nullptr : json_loads(value.c_str(), 0, &err);
-    if (!j || !json_is_object(j)) {
-        if (j) json_decref(j);
-        j = json_object();
+    Json doc(json_loadb(text.data(), text.size(), JSON_REJECT_DUPLICATES, &err));
+    json_t* jobs = json_object_get(doc.get(), "jobs");
+    if (!json_is_array(jobs)) {
+        why = "the job's JSON is not an object with a list of jobs";
+        return std::nullopt;
     }
-    return Json(j);
+    size_t i;
+    json_t* job;
+    json_array_foreach(jobs, i, job) {
+        json_t* id = json_object_get(job, "job_id");
+        if (!json_is_integer(id) || json_integer_value(id) != static_cast<json_int_t>(job_id)) continue;
+        json_t* c = json_object_get(job, "admin_comment");
+        if (!c || json_is_null(c)) return std::string();
+        if (!json_is_string(c)) {
+            why = "the job's admin_comment is not a string";
+            return std::nullopt;
+        }
+        return std::string(json_string_value(c), json_string_length(c));
+    }
+    why = "job " + std::to_string(job_id) + " is not in Slurm's answer";
+    return std::nullopt;
 }
 
-Json parse_admin_comment(const std::string& value) {
-    Json root = parse_object(value);
-    expand_vm_record(root.get());
-    return root;
+namespace {
+
+std::mutex g_job_info_m;
+std::string g_job_info;
+
+std::string job_info_program() {
+    std::lock_guard<std::mutex> l(g_job_info_m);
+    if (!g_job_info.empty()) return g_job_info;
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        std::string dir(self, static_cast<size_t>(n));
+        dir = dir.substr(0, dir.rfind('/'));
+        if (path_exists(path_join(dir, "slurm-vm-job-info"))) return path_join(dir, "slurm-vm-job-info");
+    }
+    return path_join(SVM_LIBEXECDIR, "slurm-vm-job-info");
 }
+
+}  // namespace
+
+void set_job_info_program(const std::string& path) {
+    std::lock_guard<std::mutex> l(g_job_info_m);
+    g_job_info = path;
+}
+
+std::optional<std::string> read_admin_comment(uint32_t job_id, int timeout_ms, std::string& why) {
+    RunOptions ro;
+    ro.env = inherited_env({"PATH", "SLURM_CONF"});
+    ro.timeout_ms = timeout_ms;
+    ro.max_output_bytes = kMaxShowJobBytes;
+    std::string prog = job_info_program();
+    RunResult r = run({prog, std::to_string(job_id)}, ro);
+    if (!r.ok()) {
+        why = r.truncated   ? prog + " wrote more than " + std::to_string(kMaxShowJobBytes >> 20) + " MiB"
+              : r.timed_out ? prog + " did not answer within " + std::to_string(timeout_ms / 1000) + " s"
+                            : prog + " " + std::to_string(job_id) + " failed (exit " + std::to_string(r.status) +
+                                  "): " + trim(r.err + r.out).substr(0, 300);
+        return std::nullopt;
+    }
+    return admin_comment_of_json(r.out, job_id, why);
+}
+
+namespace {
+
+Json empty_object() { return Json(json_object()); }
+
+const Json& record_schema() {
+    static const Json schema = json_parse(kRecordSchema, "slurm-vm.record.schema.json");
+    return schema;
+}
+
+bool is_node_name(const char* n) {
+    size_t len = std::strlen(n);
+    if (len == 0 || len > kMaxHostName) return false;
+    for (size_t i = 0; i < len; ++i)
+        if (!std::isalnum(static_cast<unsigned char>(n[i])) && !std::strchr("._-", n[i])) return false;
+    return true;
+}
+
+// Checks root["slurm_vm"] and expands it; throws svm::Error when it is not ours.
+void check_vm_record(json_t* root, size_t max_names) {
+    json_t* vm = json_object_get(root, "slurm_vm");
+    if (!vm) return;
+    validate_json(vm, record_schema().get(), nullptr);
+    expand_vm_record(root, max_names);
+    const char* node;
+    json_t* entry;
+    size_t count = 0;
+    json_object_foreach(json_object_get(json_object_get(root, "slurm_vm"), "nodes"), node, entry) {
+        if (!is_node_name(node)) SVM_THROW("\"" + std::string(node).substr(0, 100) + "\" is not a node name");
+        if (++count > max_names) SVM_THROW("the record names more than " + std::to_string(max_names) + " nodes");
+    }
+}
+
+}  // namespace
+
+RecordRead parse_record(std::string_view value, size_t max_names) {
+    RecordRead r{empty_object(), ""};
+    if (value.empty()) return r;
+    if (value.size() > kMaxAdminCommentBytes) {
+        r.refused = "the AdminComment is " + std::to_string(value.size()) + " bytes, more than " +
+                    std::to_string(kMaxAdminCommentBytes) + ": replaced";
+        return r;
+    }
+    json_error_t err;
+    Json j(json_loadb(value.data(), value.size(), JSON_REJECT_DUPLICATES, &err));
+    if (!j || !json_is_object(j.get())) {
+        r.refused = "the AdminComment is not a JSON object: replaced";
+        return r;
+    }
+    try {
+        check_vm_record(j.get(), max_names);
+    } catch (const Error& e) {
+        // Not ours: dropped whole, never merged into.
+        Json again(json_loadb(value.data(), value.size(), JSON_REJECT_DUPLICATES, &err));
+        json_object_del(again.get(), "slurm_vm");
+        std::string what = e.what();
+        if (what.rfind("the configuration", 0) == 0)
+            what.replace(0, 17, "slurm_vm");  // json_schema's name for the root
+        r.refused = "the VM record in the AdminComment is not slurm-vm's (" + what.substr(0, 300) + "): replaced";
+        r.root = std::move(again);
+        return r;
+    }
+    r.root = std::move(j);
+    return r;
+}
+
+Json parse_admin_comment(const std::string& value) { return parse_record(value).root; }
 
 std::optional<std::string> updated_admin_comment(const std::string& current,
                                                  const std::function<void(json_t*)>& merge) {
-    Json root = parse_admin_comment(current);
-    merge(root.get());
-    std::string next = admin_comment_text(root.get());
-    if (json_equal(parse_object(current).get(), parse_object(next).get())) return std::nullopt;
+    RecordRead read = parse_record(current);
+    if (!read.refused.empty()) log::warn(read.refused);
+    merge(read.root.get());
+    std::string next = admin_comment_text(read.root.get());
+    if (read.refused.empty() && current == next) return std::nullopt;
+    json_error_t err;
+    Json was(json_loadb(current.data(), current.size(), 0, &err));
+    if (read.refused.empty() && was && json_equal(was.get(), json_parse(next, "record").get())) return std::nullopt;
     return next;
 }
 
@@ -115,13 +232,13 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
     std::string job = std::to_string(job_id);
     for (int attempt = 0; attempt < o.attempts; ++attempt) {
         if (o.cancel && *o.cancel) return false;
-        RunResult r = run({"scontrol", "show", "job", job}, ro);
-        if (!r.ok()) {
-            log::warn("AdminComment not updated: scontrol show job " + job + " failed (exit " +
-                      std::to_string(r.status) + "): " + trim(r.err + r.out));
+        std::string why;
+        auto current = read_admin_comment(job_id, o.timeout_ms, why);
+        if (!current) {
+            log::warn("AdminComment not updated: " + why);
             return false;
         }
-        auto next = updated_admin_comment(admin_comment_of(r.out),
+        auto next = updated_admin_comment(*current,
                                           [&](json_t* root) { merge_node_record(root, node, want.get(), o.replace); });
         if (!next) {
             if (attempt >= o.settled) return true;  // seen in place after settling

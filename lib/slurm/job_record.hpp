@@ -13,17 +13,57 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "json.hpp"
+#include "record_form.hpp"
 
 namespace svm {
 
-// The AdminComment value in `scontrol show job` output ("" when unset).
-std::string admin_comment_of(const std::string& show_job_output);
+// Everything read back from Slurm is untrusted: a job's name, comment and
+// other fields are the user's, and `scontrol show job`'s text prints them raw
+// (a name with a newline in it forges any line). So the job is read through
+// Slurm's API (the thin adapter slurm-vm-job-info, printing JSON: the fields
+// apart), bounded in size, and the record in it is checked against
+// etc/slurm-vm.record.schema.json before anything is merged into it.
+
+// The most bytes of `scontrol --json show job ID` read, and of an
+// AdminComment taken (slurmdbd keeps 64 KiB).
+constexpr size_t kMaxShowJobBytes = size_t(16) << 20;
+constexpr size_t kMaxAdminCommentBytes = 256 * 1024;
+
+// The AdminComment of job_id in the output of `scontrol --json show job ID`
+// ("" when unset): the "admin_comment" string of the entry of "jobs" whose
+// "job_id" is job_id (Slurm 22.05's openapi v0.0.38 and the data_parser
+// versions of 23.02 and later print both alike). nullopt, and `why`, when
+// the bytes are not such an answer, the job is not in it, or it is larger
+// than kMaxShowJobBytes. Pure: a fuzzing target.
+std::optional<std::string> admin_comment_of_json(std::string_view scontrol_json, uint32_t job_id, std::string& why);
+
+// A job's AdminComment as read back, checked.
+struct RecordRead {
+    Json root;            // an object: the site's keys and "slurm_vm", one entry per node
+    std::string refused;  // why what was read was not all taken ("" when it was)
+};
 // The AdminComment as a JSON object, the VM record one entry per node (a
-// grouped record expanded: record_form.hpp); an empty object when unset or
-// not JSON.
+// grouped record expanded: record_form.hpp, at most max_names nodes). What
+// is not ours to keep is replaced, never merged into, and said in `refused`:
+// a comment longer than kMaxAdminCommentBytes or that is not a JSON object
+// (an empty object instead); a "slurm_vm" that fails the record's schema, a
+// host list that fails expansion, or a node name that is not one (dropped;
+// the site's other keys stay). Pure: a fuzzing target.
+RecordRead parse_record(std::string_view admin_comment, size_t max_names = kMaxRecordNodes);
+// parse_record(value).root.
 Json parse_admin_comment(const std::string& value);
+// Reads job_id's AdminComment through slurm-vm-job-info (libexec/job_info.cpp:
+// Slurm's API, printed in the shape of `scontrol --json show job`, which
+// Slurm 22.05 lacks); nullopt (and `why`) when Slurm cannot be asked or its
+// answer is not understood.
+std::optional<std::string> read_admin_comment(uint32_t job_id, int timeout_ms, std::string& why);
+// The adapter's path: set by the prolog and epilog from their configuration's
+// libexec_dir; by default the program's own directory when the adapter is
+// there (the keeper), else the installed one.
+void set_job_info_program(const std::string& path);
 // The AdminComment to write after `merge` changed the record read from
 // `current` (given to it parsed as above); written grouped when it outgrows
 // slurmdbd's column. nullopt when `current` already says it all.

@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "error.hpp"
 #include "hostlist.hpp"
 
 namespace svm {
@@ -145,28 +146,38 @@ std::string grouped_text(const json_t* root, const json_t* vm, const std::vector
 
 }  // namespace
 
-void expand_vm_record(json_t* root) {
+void expand_vm_record(json_t* root, size_t max_names) {
     json_t* vm = json_object_get(root, "slurm_vm");
     json_t* form = json_object_get(vm, "form");
     json_t* grouped = json_object_get(vm, "nodes");
     if (!json_is_string(form) || std::string(json_string_value(form)) != "grouped" || !json_is_object(grouped)) return;
     Json nodes(json_object());
+    size_t names = 0, bytes = 0;
     const char* hosts;
     json_t* entry;
     json_object_foreach(grouped, hosts, entry) {
-        if (!json_is_object(entry)) continue;
-        std::vector<std::string> order;
-        try {
-            order = expand_hostlist(hosts);
-        } catch (const std::exception&) {
-            continue;  // not ours: dropped with the grouped form
-        }
+        if (!json_is_object(entry))
+            SVM_THROW("the grouped entry of \"" + std::string(hosts).substr(0, 200) + "\" is not an object");
+        // Bounded before anything is copied: the names (all groups together)
+        // and the bytes of the entries they expand to.
+        std::vector<std::string> order = expand_hostlist(hosts, max_names - names);
+        names += order.size();
+        // What every node's entry shares (the per-node arrays left out), and
+        // the per-node values put back one at a time.
+        Json base(json_deep_copy(entry));
+        for (const auto& k : kPerNode)
+            if (json_is_array(json_object_get(base.get(), k.c_str()))) json_object_del(base.get(), k.c_str());
+        bytes += order.size() * (json_dump(base.get()).size() + 64);
+        if (bytes > kMaxExpandedRecordBytes)
+            SVM_THROW("the grouped record expands to more than " + std::to_string(kMaxExpandedRecordBytes >> 20) +
+                      " MiB");
         for (size_t i = 0; i < order.size(); ++i) {
-            Json e(json_deep_copy(entry));
+            Json e(json_deep_copy(base.get()));
             for (const auto& k : kPerNode) {
-                json_t* a = json_object_get(e.get(), k.c_str());
-                if (json_is_array(a) && json_array_size(a) == order.size())
-                    json_object_set(e.get(), k.c_str(), json_array_get(a, i));
+                json_t* a = json_object_get(entry, k.c_str());
+                if (!json_is_array(a)) continue;
+                // An array that does not match the host list is kept as it is (as before).
+                json_object_set(e.get(), k.c_str(), json_array_size(a) == order.size() ? json_array_get(a, i) : a);
             }
             json_object_set(nodes.get(), order[i].c_str(), e.get());
         }

@@ -25,9 +25,17 @@ namespace svm {
 // What the AdminComment may take (64 KiB less room for a site's own keys).
 constexpr size_t kRecordBudget = 60000;
 
+// The most nodes a record may name (grouped host lists together), and the
+// most bytes its grouped form may expand to, when it is read back.
+constexpr size_t kMaxRecordNodes = 100000;
+constexpr size_t kMaxExpandedRecordBytes = size_t(128) << 20;
+
 // root["slurm_vm"] in the grouped form, written back one entry per node
-// (a summarized value stays as it is in every node's entry).
-void expand_vm_record(json_t* root);
+// (a summarized value stays as it is in every node's entry). Throws
+// svm::Error, with root unchanged, when a host list is not one, names more
+// than max_names nodes in all, or the entries would take more than
+// kMaxExpandedRecordBytes (expand_hostlist's bounds: hostlist.hpp).
+void expand_vm_record(json_t* root, size_t max_names = kMaxRecordNodes);
 // The AdminComment text of root (whose "slurm_vm" has one entry per node):
 // as it is when it fits the budget, else with "slurm_vm" grouped as above.
 std::string admin_comment_text(const json_t* root, size_t budget = kRecordBudget);

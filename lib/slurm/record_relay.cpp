@@ -196,12 +196,13 @@ bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts) {
     ro.timeout_ms = 20000;
     std::string job = std::to_string(job_id);
     for (int attempt = 0; attempt < attempts; ++attempt) {
-        RunResult r = run({"scontrol", "show", "job", job}, ro);
-        if (!r.ok()) {
-            log::warn("AdminComment not updated: scontrol show job " + job + " failed: " + trim(r.err + r.out));
+        std::string why;
+        auto current = read_admin_comment(job_id, ro.timeout_ms, why);
+        if (!current) {
+            log::warn("AdminComment not updated: " + why);
             return false;
         }
-        auto next = updated_admin_comment(admin_comment_of(r.out), [&](json_t* root) { c.merge_into(root); });
+        auto next = updated_admin_comment(*current, [&](json_t* root) { c.merge_into(root); });
         if (!next) return true;  // all in place
         RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
         if (w.ok()) {

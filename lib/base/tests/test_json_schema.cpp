@@ -52,9 +52,18 @@ TEST_CASE("schema: each keyword refuses what it rules out, naming where", "[sche
     CHECK(violation(s, R"({"name": "ok", "either": 3})") == "either has the wrong form (it is 3)");
 }
 
+TEST_CASE("schema: maxLength bounds a string before any pattern is matched on it", "[schema]") {
+    const std::string s = R"({"properties": {"a": {"type": "string", "maxLength": 3, "pattern": "^(a+)+$"}}})";
+    CHECK(violation(s, R"({"a": "aaa"})") == "");
+    CHECK(violation(s, R"({"a": "abcd"})") == "a must be at most 3 bytes long (it is 4)");
+    // A long string never reaches the regular expression (backtracking, recursion).
+    CHECK(violation(s, "{\"a\": \"" + std::string(200000, 'a') + "b\"}") ==
+          "a must be at most 3 bytes long (it is 200001)");
+}
+
 TEST_CASE("schema: a keyword it does not check is refused, not ignored", "[schema]") {
-    CHECK(violation(R"({"properties": {"a": {"type": "string", "maxLength": 3}}})", R"({"a": "abcd"})") ==
-          "schema: unsupported keyword maxLength");
+    CHECK(violation(R"({"properties": {"a": {"type": "string", "minLength": 3}}})", R"({"a": "ab"})") ==
+          "schema: unsupported keyword minLength");
     CHECK(violation(R"({"$ref": "other.json"})", "{}") == "schema: cannot resolve $ref \"other.json\"");
 }
 

@@ -340,17 +340,27 @@ TEST_CASE("sweep prunes per-job log files of ended jobs past their age, nothing 
     CHECK(svm::log::prune_job_logs(svm::path_join(t.path(), "missing"), 30, {}, ::time(nullptr), false).empty());
 }
 
-TEST_CASE("AdminComment: read from scontrol show job, tolerant of anything that is not ours") {
+TEST_CASE("AdminComment: read from scontrol's JSON, tolerant of anything that is not ours") {
+    // Slurm 22.05 (openapi v0.0.38) and later (data_parser) alike: the
+    // fields apart, so a job name with a newline forges nothing.
     std::string out =
-        "JobId=42 JobName=job.sh\n"
-        "   UserId=svmuser(2001) GroupId=svmuser(2001) MCS_label=N/A\n"
-        "   Comment=AdminComment=not-this\n"
-        "   AdminComment={\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}} \n"
-        "   StdOut=/home/svmuser/slurm-42.out\n";
-    std::string v = svm::admin_comment_of(out);
-    CHECK(v == "{\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}}");
-    CHECK(svm::admin_comment_of("JobId=1\n   Comment=x\n").empty());
-    CHECK(svm::json_dump(svm::parse_admin_comment(v).get()) ==
+        R"({"meta":{"plugin":{"type":"openapi\/v0.0.38"}},"errors":[],"jobs":[)"
+        R"({"job_id":41,"admin_comment":"other job"},)"
+        R"({"job_id":42,"name":"x\nAdminComment={\"forged_by\":1}",)"
+        R"("comment":"AdminComment=not-this",)"
+        R"("admin_comment":"{\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}}"}]})";
+    std::string why;
+    auto v = svm::admin_comment_of_json(out, 42, why);
+    REQUIRE(v);
+    CHECK(*v == "{\"slurm_vm\":{\"v\":1,\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}}}}");
+    CHECK(svm::admin_comment_of_json(R"({"jobs":[{"job_id":1,"comment":"x"}]})", 1, why) == std::string());
+    CHECK(svm::admin_comment_of_json(R"({"jobs":[{"job_id":1,"admin_comment":null}]})", 1, why) == std::string());
+    CHECK_FALSE(svm::admin_comment_of_json(out, 43, why));
+    CHECK(why == "job 43 is not in Slurm's answer");
+    CHECK_FALSE(svm::admin_comment_of_json("JobId=42 JobName=x\n   AdminComment={}\n", 42, why));
+    CHECK_FALSE(svm::admin_comment_of_json(R"({"jobs":[{"job_id":42,"admin_comment":7}]})", 42, why));
+    CHECK_FALSE(svm::admin_comment_of_json(R"({"jobs":{"job_id":42}})", 42, why));
+    CHECK(svm::json_dump(svm::parse_admin_comment(*v).get()) ==
           "{\"slurm_vm\":{\"nodes\":{\"node1\":{\"error\":\"the image has a backing file\"}},\"v\":1}}");
     CHECK(svm::json_dump(svm::parse_admin_comment("").get()) == "{}");
     CHECK(svm::json_dump(svm::parse_admin_comment("(null)").get()) == "{}");

@@ -1,0 +1,56 @@
+// slurm-vm-job-info JOBID: the thin adapter through which slurm-vm reads a
+// job's AdminComment back from Slurm (lib/slurm/job_record.hpp
+// read_admin_comment). It asks slurmctld through Slurm's API
+// (slurm_load_job), so no field of the job is parsed out of text (`scontrol
+// show job` prints a user's job name raw: a newline in it forged the
+// AdminComment line), and prints what it got as
+//   {"jobs":[{"job_id":N,"admin_comment":"..." or null}]}
+// the shape of `scontrol --json show job`, which Slurm 22.05 lacks (its
+// `squeue --json` ignores -j and prints every job). The caller bounds and
+// checks the output (admin_comment_of_json, parse_record). Only this file
+// links libslurm.
+#include <jansson.h>
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+int main(int argc, char** argv) {
+    if (argc != 2 || std::strlen(argv[1]) == 0 || std::strlen(argv[1]) > 10 ||
+        std::strspn(argv[1], "0123456789") != std::strlen(argv[1])) {
+        std::fprintf(stderr, "usage: slurm-vm-job-info JOBID\n");
+        return 2;
+    }
+    unsigned long long id = std::strtoull(argv[1], nullptr, 10);
+    if (id == 0 || id > UINT32_MAX) {
+        std::fprintf(stderr, "slurm-vm-job-info: %s is not a job id\n", argv[1]);
+        return 2;
+    }
+    slurm_init(nullptr);
+    job_info_msg_t* msg = nullptr;
+    if (slurm_load_job(&msg, static_cast<uint32_t>(id), SHOW_ALL) != SLURM_SUCCESS) {
+        std::fprintf(stderr, "slurm-vm-job-info: job %llu: %s\n", id, slurm_strerror(slurm_get_errno()));
+        slurm_fini();
+        return 1;
+    }
+    json_t* jobs = json_array();
+    for (uint32_t i = 0; msg && i < msg->record_count; ++i) {
+        const slurm_job_info_t* j = &msg->job_array[i];
+        json_t* o = json_object();
+        json_object_set_new(o, "job_id", json_integer(j->job_id));
+        json_t* c = j->admin_comment ? json_string(j->admin_comment) : json_null();
+        // Not UTF-8: not a record slurm-vm wrote (it is replaced, and said so).
+        json_object_set_new(o, "admin_comment", c ? c : json_string("(not UTF-8)"));
+        json_array_append_new(jobs, o);
+    }
+    slurm_free_job_info_msg(msg);
+    slurm_fini();
+    json_t* out = json_object();
+    json_object_set_new(out, "jobs", jobs);
+    int rc = json_dumpf(out, stdout, JSON_COMPACT) == 0 && std::fputc('\n', stdout) != EOF ? 0 : 1;
+    json_decref(out);
+    return std::fflush(stdout) == 0 ? rc : 1;
+}
