@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 #include "error.hpp"
@@ -206,6 +207,100 @@ std::string segment_guard_rules(const JobSegment& s) {
 
 namespace {
 
+constexpr const char* kUnderlayTable = "inet svm_underlay";
+
+std::string job_chain(uint32_t job_id) { return "job_" + std::to_string(job_id); }
+
+// The job id in a VXLAN's name, "svx<job id in hex>".
+uint32_t job_of_vxlan(const std::string& vxlan) {
+    std::string hex = vxlan.substr(3);
+    if (hex.empty() || hex.size() > 8 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+        SVM_THROW("not a job's VXLAN: " + vxlan);
+    return static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+}
+
+bool nft_accepts(const std::string& netns, const std::string& command) {
+    try {
+        load_nft_rules(netns, command);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+}  // namespace
+
+std::string underlay_guard_rules(int port) {
+    std::string p = std::to_string(port);
+    // Input: a VXLAN packet is taken only from the underlay addresses of the
+    // job whose VNI it carries (its chain accepts them; an unknown VNI, or a
+    // chain that returns, falls to the drop). Output: no socket of this
+    // namespace sends to the VXLAN port: "meta skuid" matches only sockets
+    // that have an owner (a file), which the kernel's VXLAN socket has not.
+    return std::string("create table ") + kUnderlayTable +
+           "\n"
+           "table " +
+           kUnderlayTable +
+           " {\n"
+           "  map vni_peers { typeof @th,96,24 : verdict; }\n"
+           "  chain input {\n"
+           "    type filter hook input priority -10; policy accept;\n"
+           "    udp dport " +
+           p +
+           " @th,96,24 vmap @vni_peers\n"
+           "    udp dport " +
+           p +
+           " counter drop\n"
+           "  }\n"
+           "  chain output {\n"
+           "    type filter hook output priority -10; policy accept;\n"
+           "    udp dport " +
+           p +
+           " meta skuid >= 0 counter drop\n"
+           "  }\n"
+           "}\n";
+}
+
+std::string segment_underlay_rules(const JobSegment& s) {
+    std::set<std::string> peers;
+    for (const auto& p : s.peers) peers.insert(p.underlay_ip);
+    peers.erase(s.self().underlay_ip);
+    std::string chain = std::string(kUnderlayTable) + " " + job_chain(s.job_id);
+    std::string r = "add chain " + chain + "\n";
+    if (!peers.empty()) {
+        r += "add rule " + chain + " ip saddr {";
+        const char* sep = " ";
+        for (const auto& ip : peers) r += sep + ip, sep = ", ";
+        r += " } accept\n";
+    }
+    return r + "add element " + kUnderlayTable + " vni_peers { " + std::to_string(s.vni) + " : jump " +
+           job_chain(s.job_id) + " }\n";
+}
+
+void ensure_underlay_guard(const std::string& underlay_netns, int port) {
+    // Made once per namespace by the first prolog; "create" makes concurrent
+    // prologs race safely: one transaction wins, the others find the table.
+    try {
+        load_nft_rules(underlay_netns, underlay_guard_rules(port));
+    } catch (Error& e) {
+        if (nft_accepts(underlay_netns, std::string("list table ") + kUnderlayTable)) return;
+        SVM_CONTEXT(e, "install the node's VXLAN guard (table " + std::string(kUnderlayTable) + ")");
+        throw;
+    }
+}
+
+void remove_segment_underlay_rules(const std::string& underlay_netns, uint32_t job_id) {
+    std::string chain = std::string(kUnderlayTable) + " " + job_chain(job_id);
+    // The chain exists only where this job's element was added with it (one
+    // transaction, refused whole while another job's holds the VNI).
+    if (!nft_accepts(underlay_netns, "list chain " + chain)) return;
+    load_nft_rules(underlay_netns, std::string("delete element ") + kUnderlayTable + " vni_peers { " +
+                                       std::to_string(job_vni(job_id)) + " }\nflush chain " + chain +
+                                       "\ndelete chain " + chain + "\n");
+}
+
+namespace {
+
 // The VXLAN, made in the underlay (its UDP socket lives there) and placed in
 // the job's namespace at once: moving a device between namespaces afterwards
 // waits for the kernel's RCU grace periods (17 to 30 ms here). A VNI in use
@@ -241,7 +336,14 @@ void add_segment_vxlan(const JobSegment& s) {
 // started, which is most of what `ip`, `bridge` and `nft` would cost.
 void setup_segment(const JobSegment& s) {
     add_netns(s.netns);
+    ensure_underlay_guard(s.underlay_netns, s.port);
     add_segment_vxlan(s);
+    try {
+        load_nft_rules(s.underlay_netns, segment_underlay_rules(s));
+    } catch (Error& err) {
+        SVM_CONTEXT(err, "let the job's peers (only) into its VXLAN (VNI " + std::to_string(s.vni) + ")");
+        throw;
+    }
     Rtnl job(s.netns);
     job.set_up("lo");
     job.add_bridge(s.bridge, s.self().host.mac);
@@ -267,7 +369,10 @@ void setup_segment(const JobSegment& s) {
 void remove_segment(const std::string& netns, const std::string& underlay_netns, const std::string& vxlan) {
     if (netns.rfind("svmj", 0) != 0 || vxlan.rfind("svx", 0) != 0)
         SVM_THROW("not a job's network: " + netns + ", " + vxlan);
-    if (underlay_netns.empty() || netns_exists(underlay_netns)) Rtnl(underlay_netns).delete_link(vxlan);
+    if (underlay_netns.empty() || netns_exists(underlay_netns)) {
+        remove_segment_underlay_rules(underlay_netns, job_of_vxlan(vxlan));
+        Rtnl(underlay_netns).delete_link(vxlan);
+    }
     if (!netns_exists(netns)) return;
     delete_netns(netns);
 }

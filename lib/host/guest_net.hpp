@@ -100,8 +100,24 @@ struct VniInUse {
     std::string message;
 };
 void setup_segment(const JobSegment& s);
-// Removes the VXLAN (if still in the underlay) and the job's namespace, with
-// all in it; harmless when they are gone.
+// The node's VXLAN guard, one nftables table (inet svm_underlay) in the
+// underlay namespace, made by the first prolog and kept: a packet to the
+// VXLAN port is taken only from the underlay addresses of the nodes of the job
+// whose VNI it carries (map vni_peers: VNI -> jump job_<id>, whose rule
+// accepts the job's other nodes), and no socket of the namespace (anyone's,
+// root's too; the kernel's VXLAN socket is no one's) may send to that port.
+// Pure text (unit-tested); ensure_underlay_guard loads it unless present.
+std::string underlay_guard_rules(int port);
+void ensure_underlay_guard(const std::string& underlay_netns, int port);
+// The job's part of it: its chain and its VNI's element (one transaction,
+// refused whole while another job holds the VNI here), and their removal
+// (harmless when absent; never another job's).
+std::string segment_underlay_rules(const JobSegment& s);
+void remove_segment_underlay_rules(const std::string& underlay_netns, uint32_t job_id);
+
+// Removes the job's part of the VXLAN guard, the VXLAN (if still in the
+// underlay) and the job's namespace, with all in it; harmless when they are
+// gone.
 void remove_segment(const std::string& netns, const std::string& underlay_netns, const std::string& vxlan);
 
 // The node's underlay address: "%n"-style template resolved (getaddrinfo,

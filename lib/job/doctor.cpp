@@ -12,6 +12,7 @@
 
 #include "device_plan.hpp"
 #include "fs.hpp"
+#include "guest_net.hpp"
 #include "iommu_group.hpp"
 #include "pci_device.hpp"
 #include "proc.hpp"
@@ -280,6 +281,21 @@ bool skipped(const DoctorOptions& opts, const std::string& name) {
            std::find(opts.skip.begin(), opts.skip.end(), first) != opts.skip.end();
 }
 
+// The node's VXLAN guard (guest_net.hpp), made here as the first prolog
+// would: so a node has it from boot, before its first VM job.
+CheckResult check_vxlan_guard(const NetworkConfig& net) {
+    std::string where = net.netns.empty() ? std::string("the host's namespace") : net.netns;
+    try {
+        ensure_underlay_guard(net.netns, net.vxlan_port);
+    } catch (const Error& e) {
+        return result("network vxlan guard", CheckStatus::fail, e.what(),
+                      "run doctor as root; install nftables (inet family, raw payload matches)");
+    }
+    return result("network vxlan guard", CheckStatus::ok,
+                  "table inet svm_underlay in " + where + ": UDP port " + std::to_string(net.vxlan_port) +
+                      " taken from the jobs' other nodes only, sent by no socket of the node's");
+}
+
 }  // namespace
 
 std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
@@ -309,6 +325,7 @@ std::vector<CheckResult> check_guest_network(const NetworkConfig& net) {
                              "install nftables (and the kernel's nf_tables bridge support): each guest's tap is "
                              "held to its own MAC and address with it"));
     else out.push_back(result("network guard", CheckStatus::ok, "nft works (bridge family)"));
+    if (net.netns.empty() || path_exists("/run/netns/" + net.netns)) out.push_back(check_vxlan_guard(net));
     size_t segments = 0;
     for (const auto& e : list_dir("/run/netns"))
         if (e.rfind("svmj", 0) == 0) ++segments;

@@ -84,7 +84,8 @@ struct DomainChange {
     void undo(const UndoScope& s) const;
 };
 
-// The job's network segment on this node (lib/host/guest_net.hpp).
+// The job's network segment on this node (lib/host/guest_net.hpp): its
+// namespace, its VXLAN and its part of the node's VXLAN guard.
 struct JobNetChange {
     static constexpr const char* kind = "job_net";
     std::string netns, underlay_netns, vxlan;

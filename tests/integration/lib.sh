@@ -137,8 +137,9 @@ wait_clean() {
 
 # What is left of job ID (empty = nothing): job dirs, ledgers, overlays,
 # keepers, guests, share servers, cgroups, ACL entries on every node, and the
-# job's network: its namespaces (with their bridge, VXLAN, guard table) and
-# any VXLAN of the job's left in a node's underlay namespace.
+# job's network: its namespaces (with their bridge, VXLAN, guard table), any
+# VXLAN of the job's left in a node's underlay namespace and the job's part of
+# the node's VXLAN guard there.
 leftovers() {
     local id="$1" n out=""
     for n in "${SVM_NODES[@]}"; do
@@ -150,6 +151,7 @@ leftovers() {
     if ip netns list | grep -qE "^svmj${id}n[0-9]+( |$)"; then out+=" netns"; fi
     for n in "${SVM_NODES[@]}"; do
         ip -n "svmu-$n" link show "svx$(printf %x "$id")" >/dev/null 2>&1 && out+=" $n:vxlan"
+        ip netns exec "svmu-$n" nft list chain inet svm_underlay "job_$id" >/dev/null 2>&1 && out+=" $n:vxlan_guard"
     done
     if pgrep -f "slurm-vm-keeper .*--job $id( |$)" >/dev/null; then out+=" keeper"; fi
     if pgrep -f "guest=slurm-vm-$id-" >/dev/null; then out+=" qemu"; fi

@@ -312,3 +312,114 @@ TEST_CASE("on the kernel: a job's segment made again at once on the same node (a
     }
     CHECK_FALSE(path_exists("/run/netns/" + s.netns));
 }
+
+TEST_CASE("the node's VXLAN guard and a job's part of it, as nft text", "[net]") {
+    std::string g = underlay_guard_rules(4790);
+    CHECK(g.rfind("create table inet svm_underlay\n", 0) == 0);  // once per namespace: a second is refused whole
+    CHECK(g.find("udp dport 4790 @th,96,24 vmap @vni_peers\n") != std::string::npos);
+    CHECK(g.find("udp dport 4790 counter drop\n") != std::string::npos);
+    CHECK(g.find("type filter hook output priority -10; policy accept;\n    udp dport 4790 meta skuid >= 0 "
+                 "counter drop\n") != std::string::npos);
+    // Node 1 of a 4-node job whose nodes 2 and 3 share an address: the
+    // others, once each, never itself.
+    JobSegment s = plan_segment(0x1000005, 1, numbered("n", 4), {"10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.3"},
+                                "10.213.0.0/16", "u", 4789, 1450);
+    CHECK(segment_underlay_rules(s) ==
+          "add chain inet svm_underlay job_16777221\n"
+          "add rule inet svm_underlay job_16777221 ip saddr { 10.1.0.1, 10.1.0.3 } accept\n"
+          "add element inet svm_underlay vni_peers { 6 : jump job_16777221 }\n");
+    // A one-node job: no peer, its VNI taken from no one.
+    JobSegment one = plan_segment(9, 0, {"n1"}, {"10.1.0.1"}, "10.213.0.0/16", "u", 4789, 1450);
+    CHECK(segment_underlay_rules(one) ==
+          "add chain inet svm_underlay job_9\nadd element inet svm_underlay vni_peers { 9 : jump job_9 }\n");
+}
+
+namespace {
+
+// Crafted VXLAN packets (VNI `vni`, a broadcast frame from guest 1's MAC),
+// sent by an ordinary UDP socket in the underlay namespace `ns`, as `who`
+// (root, or "nobody": an unprivileged user), from `src` to `dst`.
+void inject(const std::string& ns, const std::string& who, const std::string& src, const std::string& dst,
+            uint32_t vni) {
+    std::string py =
+        "import socket,struct\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "s.bind(('" +
+        src +
+        "',0))\n"
+        "p=struct.pack('!II',0x08000000," +
+        std::to_string(vni) +
+        "<<8)+b'\\xff'*6+bytes.fromhex('52540000000b')+b'\\x08\\x06'+bytes(46)\n"
+        "for i in range(20):\n"
+        "  try: s.sendto(p,('" +
+        dst + "',4789))\n  except OSError: pass\n";
+    std::string as = who == "root" ? "" : "setpriv --reuid 65534 --regid 65534 --clear-groups ";
+    REQUIRE(Sh::x("ip netns exec " + ns + " " + as + "/usr/bin/python3 -c \"" + py + "\"").ok());
+}
+
+// Frames the job's VXLAN device took in, on the job's side.
+long vxlan_rx(const std::string& job_ns, const std::string& vxlan) {
+    std::string out = Sh::x("ip -n " + job_ns + " -s -o link show " + vxlan).out;
+    size_t at = out.find("RX:");
+    if (at == std::string::npos) return -1;
+    at = out.find('\\', at);  // the figures follow on the next (folded) line
+    long bytes = 0, packets = -1;
+    std::sscanf(out.c_str() + at + 1, " %ld %ld", &bytes, &packets);
+    return packets;
+}
+
+}  // namespace
+
+TEST_CASE("on the kernel: only the kernels of the job's other nodes put frames into its VXLAN", "[net][root]") {
+    REQUIRE(::geteuid() == 0);
+    Lab lab;
+    std::vector<std::string> nodes = {"h1", "h2"}, under = {"10.250.77.1", "10.250.77.2"};
+    for (int i : {0, 1}) {
+        JobSegment s =
+            plan_segment(83, i, nodes, under, "10.213.0.0/16", "svmtu-h" + std::to_string(i + 1), 4789, 1450);
+        setup_segment(s);
+        Lab::guest(s, "svmtg-83-" + std::to_string(i));
+    }
+    // A third "node", not the job's, on the same underlay; loopback up.
+    REQUIRE(Sh::x("ip -n svmtu-h2 addr add 10.250.77.3/24 dev u0 && ip -n svmtu-h1 link set lo up").ok());
+    REQUIRE(Lab::reaches("svmtg-83-0", "10.213.0.11"));
+    // The VXLAN's socket listens on every address whatever its "local" (so
+    // the address alone guards nothing): the firewall does.
+    CHECK(Sh::x("ip netns exec svmtu-h1 ss -Hlun sport = 4789").out.find("0.0.0.0:4789") != std::string::npos);
+    long before = vxlan_rx("svmj83n0", "svx53");
+    REQUIRE(before > 0);
+    inject("svmtu-h2", "nobody", "10.250.77.2", "10.250.77.1", 83);  // a user of the peer node
+    inject("svmtu-h2", "root", "10.250.77.2", "10.250.77.1", 83);    // any socket, root's too
+    inject("svmtu-h2", "nobody", "10.250.77.3", "10.250.77.1", 83);  // another node's
+    inject("svmtu-h1", "nobody", "127.0.0.1", "127.0.0.1", 83);      // a user of the node itself
+    inject("svmtu-h1", "nobody", "10.250.77.1", "10.250.77.1", 83);
+    // Input alone (the peer's output guard gone): only the peer's address passes.
+    REQUIRE(Sh::x("ip netns exec svmtu-h2 nft flush chain inet svm_underlay output").ok());
+    inject("svmtu-h2", "nobody", "10.250.77.3", "10.250.77.1", 83);
+    inject("svmtu-h2", "nobody", "10.250.77.2", "10.250.77.1", 337);  // not a VNI of the job's here
+    CHECK(vxlan_rx("svmj83n0", "svx53") == before);
+    CHECK(Lab::reaches("svmtg-83-0", "10.213.0.11"));  // the kernels' own traffic passes
+    CHECK(Lab::reaches("svmtg-83-1", "10.213.0.10"));
+    // Which is what the input guard holds: without the output guard a user
+    // of the peer node is let in (the output guard is what stops it).
+    before = vxlan_rx("svmj83n0", "svx53");
+    inject("svmtu-h2", "nobody", "10.250.77.2", "10.250.77.1", 83);
+    CHECK(vxlan_rx("svmj83n0", "svx53") == before + 20);
+    // The job's part goes with it, twice harmlessly; the node's table stays.
+    for (int round = 0; round < 2; ++round) remove_segment("svmj83n0", "svmtu-h1", "svx53");
+    std::string t = Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out;
+    CHECK(t.find("job_83") == std::string::npos);
+    CHECK(t.find("elements") == std::string::npos);
+    CHECK(t.find("vmap @vni_peers") != std::string::npos);
+    // Made again: the existing table is kept, the job's part added again.
+    JobSegment again = plan_segment(83, 0, nodes, under, "10.213.0.0/16", "svmtu-h1", 4789, 1450);
+    CHECK_NOTHROW(setup_segment(again));
+    CHECK(Sh::x("ip netns exec svmtu-h1 nft list chain inet svm_underlay job_83").ok());
+    // Another live job with the same VNI leaves job 83's part alone.
+    JobSegment clash = plan_segment(83 + 0xffffff, 0, nodes, under, "10.213.0.0/16", "svmtu-h1", 4789, 1450);
+    CHECK_THROWS_AS(setup_segment(clash), VniInUse);
+    remove_segment(clash.netns, clash.underlay_netns, clash.vxlan);
+    CHECK(Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out.find("jump job_83") !=
+          std::string::npos);
+    remove_segment(again.netns, again.underlay_netns, again.vxlan);
+}
