@@ -37,6 +37,7 @@
 #include "guest_sandbox.hpp"
 #include "hugepages.hpp"
 #include "image_check.hpp"
+#include "json.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
 #include "proc.hpp"
@@ -871,9 +872,15 @@ void Keeper::publish_record(long t_set_up) {
         if (ns >= 0) ::setns(ns, CLONE_NEWNET);  // this thread only
         cb(p, rec, *cancelled);
         note_record_written(p);
-        // The digest came after the guest was ready: written on its own.
+        // The digest came after the guest was ready: the entry again, with it
+        // (whole: a write without the relay replaces the node's entry).
         std::string d = later ? later->wait(kDigestTimeoutMs + 10000) : "";
-        if (!d.empty() && !*cancelled) cb(p, R"({"digest":")" + d + R"("})", *cancelled);
+        if (d.empty() || *cancelled) return;
+        json_error_t err;
+        Json whole(json_loads(rec.c_str(), 0, &err));
+        if (!whole) return;
+        json_object_set_new(whole.get(), "digest", json_string(d.c_str()));
+        cb(p, json_dump(whole.get()), *cancelled);
     });
 }
 

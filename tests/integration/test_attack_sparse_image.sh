@@ -27,7 +27,8 @@ before="$(squeue -h -o %i | wc -l)"
 t0=$(date +%s)
 rc=0; out="$(cd "$wd" && as_user "$SVM_USER" timeout 60 sbatch --parsable -N1 -w node1 --vm-image="$img" \
     --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh 2>&1)" || rc=$?
-(( rc != 0 && rc != 124 )) || fail "sbatch took the 8 TiB image (rc $rc): $out"
+if (( rc == 0 )); then scancel "$out"; fail "sbatch took the 8 TiB image: job $out"; fi
+(( rc != 124 )) || fail "sbatch took more than 60 s over the 8 TiB image: $out"
 grep -q "$sentence" <<<"$out" || fail "sbatch refused the 8 TiB image without saying why: $out"
 (( $(date +%s) - t0 < 60 )) || fail "sbatch took $(( $(date +%s) - t0 )) s to refuse it"
 [[ "$(squeue -h -o %i | wc -l)" == "$before" ]] || fail "a refused submission created a job"
@@ -65,16 +66,17 @@ grow="$wd/grow.qcow2"
 as_user "$SVM_USER" qemu-img create -q -f qcow2 "$grow" 64M
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable --hold -N1 -w node2 --mem=1500 --vm-image="$grow" \
     --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
+# (It stops by itself: after 60 s, at 512 MiB, or once $wd/stop exists.)
 as_user "$SVM_USER" bash -c 'end=$((SECONDS + 60))
-    while (( SECONDS < end && $(stat -c %s "$1") < (512 << 20) )); do
-        head -c 4M /dev/zero >>"$1" || exit; sleep 0.02; done' grow "$grow" &
+    while (( SECONDS < end )) && [[ -e "$1" && ! -e "$2" ]] && (( $(stat -c %s "$1") < (512 << 20) )); do
+        head -c 4M /dev/zero >>"$1" || exit 0; sleep 0.02; done' grow "$grow" "$wd/stop" &
 writer=$!
-on_exit "kill $writer 2>/dev/null"
+on_exit "touch $wd/stop 2>/dev/null"
 t0=$(date +%s)
 scontrol release "$id"
 state="$(wait_job "$id" 120)"
 took=$(( $(date +%s) - t0 ))
-kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null
+touch "$wd/stop"; wait "$writer" 2>/dev/null || true
 out="$(cat "$wd/slurm-$id.out" 2>/dev/null)"
 [[ "$state" == FAILED ]] || fail "job $id with a growing image is $state: $out"
 grep -qE "more than what its virtual size|changed while it was being checked|changed since" <<<"$out" \
