@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
     // by the programs that drive it only.
     if (argc == 4 && !std::strcmp(argv[1], "--probe-capabilities"))
         return svm::probe_capabilities(argv[2], argv[3]) ? 0 : 1;
+    // The image's digest, started by the head node's keeper as the job's
+    // user (svm::digest_as_user): reads the inherited descriptor up to the
+    // size it had when it was checked, prints "sha256:<hex>".
+    if (argc == 4 && !std::strcmp(argv[1], "--image-digest")) return svm::image_digest_main(argv[2], argv[3]);
     svm::KeeperOptions o;
     bool publish_record = true;
     for (int i = 1; i < argc; ++i) {
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
             std::printf(
                 "usage: slurm-vm-keeper --config FILE --node NAME --job ID [--join-cgroup-of PID] [--no-accounting]\n"
                 "       slurm-vm-keeper --probe-capabilities CACHE_ROOT EMULATOR (run by the prolog)\n"
+                "       slurm-vm-keeper --image-digest FD SIZE (run by the keeper, as the job's user)\n"
                 "Started by the slurm-vm SPANK plugin in the job's extern step; not meant to be run by hand.\n"
                 "Runs the job's guest on this node, relays SSH to it, and records the VM in the job's\n"
                 "AdminComment ({\"slurm_vm\":{\"v\":1,\"nodes\":{NODE:{...}}}}) unless --no-accounting.\n");

@@ -85,6 +85,13 @@ std::string first_line(const std::string& s) {
     return printable(t, 300);
 }
 
+// A file larger than `cap` (what `what` allows) is refused before it is read.
+void check_file_size(const std::string& shown, uint64_t size, uint64_t cap, const std::string& what) {
+    if (size <= cap) return;
+    SVM_THROW(shown + " is a file of " + format_size(size) + ", more than " + what + " (at most " + format_size(cap) +
+              "); write a compact copy with 'qemu-img convert -O qcow2 IN OUT'");
+}
+
 // The key under which qemu-img's verdict on this version, read as this
 // format by this qemu-img, is kept ("" without a cache).
 std::string verdict_key(const ImagePolicy& policy, const struct stat& st, const ImageHeaderInfo& hdr) {
@@ -126,6 +133,10 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
     if (!bad.empty()) SVM_THROW(bad);
     if (real.empty()) real = fd_real_path(fd);
     check_allowed(shown, real, policy);
+    // Before anything is read: no file larger than the largest image the
+    // site takes (a sparse tail costs the user nothing and a reader hours).
+    check_file_size(shown, static_cast<uint64_t>(st.st_size), max_image_file_size(policy.max_virtual_size),
+                    "this site's limit for images");
 
     ImageHeaderInfo hdr = inspect_image(fd);
     if (!hdr.ok()) SVM_THROW(shown + " " + hdr.problems.front().text);
@@ -140,6 +151,9 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
         SVM_THROW(shown + " has a virtual size of " + format_size(hdr.virtual_size) +
                   ", which exceeds this site's limit of " + format_size(policy.max_virtual_size) +
                   "; use a smaller image");
+    if (hdr.format == ImageFormat::qcow2)
+        check_file_size(shown, hdr.file_size, max_image_file_size(hdr.virtual_size),
+                        "what its virtual size of " + format_size(hdr.virtual_size) + " needs");
 
     std::string verdict = verdict_key(policy, st, hdr);
     bool known = !verdict.empty() && kept_value(policy.verdict_cache_dir, verdict) == verdict_line(hdr);
@@ -324,32 +338,70 @@ UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user
     return fd;
 }
 
-std::string image_digest(int fd) {
+std::string image_digest(int fd, uint64_t size) {
     Sha256 h;
     std::vector<uint8_t> buf(4 << 20);
-    off_t off = 0;
-    for (;;) {
-        ssize_t n = ::pread(fd, buf.data(), buf.size(), off);
+    uint64_t off = 0;
+    while (off < size) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
+        ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(off));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) SVM_THROW_ERRNO("read image for digest");
-        if (n == 0) break;
+        if (n == 0)
+            SVM_THROW("the image ended at " + std::to_string(off) + " bytes, before the " + std::to_string(size) +
+                      " it had when it was checked");
         h.update(buf.data(), static_cast<size_t>(n));
-        off += n;
+        off += static_cast<uint64_t>(n);
     }
     return "sha256:" + h.hex_digest();
 }
 
-std::string cached_image_digest(int fd, const std::string& cache_dir) {
+namespace {
+
+bool is_digest(const std::string& d) {
+    return d.size() == 7 + 64 && d.rfind("sha256:", 0) == 0 &&
+           d.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+}
+
+}  // namespace
+
+std::string digest_as_user(int fd, const FileIdentity& checked, const std::string& shown, const DigestJob& job) {
     struct stat st;
-    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    std::string key = file_version_key(st);
-    std::string cached = kept_value(cache_dir, key);
-    if (cached.rfind("sha256:", 0) == 0 && cached.size() == 7 + 64) return cached;
-    std::string d = image_digest(fd);
+    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat " + shown);
+    if (identity_of(st) != checked)
+        SVM_THROW(shown + " changed since it was checked; leave the image unchanged while the job runs");
+    const std::string key = file_version_key(st);
+    if (!job.cache_dir.empty()) {
+        std::string kept = kept_value(job.cache_dir, key);
+        if (is_digest(kept)) return kept;
+    }
+    RunOptions o;
+    o.as = job.user;
+    o.timeout_ms = job.timeout_ms;
+    o.limit_cpu_s = static_cast<unsigned long>(job.timeout_ms / 1000 + 1);
+    o.limit_as_bytes = uint64_t(1) << 30;
+    o.keep_fds = {fd};
+    std::vector<std::string> argv = job.helper;
+    argv.push_back(std::to_string(fd));
+    argv.push_back(std::to_string(checked.size));
+    RunResult r = run(argv, o);
+    if (r.timed_out || r.status == 128 + SIGXCPU || r.status == 128 + SIGKILL)
+        SVM_THROW(shown + " could not be read for its digest within " + seconds(job.timeout_ms) +
+                  "; check that its file system responds");
+    std::string d = trim(r.out);
+    if (r.status != 0 || !is_digest(d))
+        SVM_THROW(shown + " could not be read for its digest (" +
+                  first_line(r.err.empty() ? "exit status " + std::to_string(r.status) : r.err) + ")");
     struct stat after;
-    // Changed while it was read: the digest is of no one version; not kept.
-    if (::fstat(fd, &after) == 0 && file_version_key(after) == key) keep_value(cache_dir, key, d);
+    if (::fstat(fd, &after) != 0 || file_version_key(after) != key)
+        SVM_THROW(shown + " changed while it was read for its digest; leave the image unchanged while the job runs");
+    if (!job.cache_dir.empty()) keep_value(job.cache_dir, key, d);
     return d;
+}
+
+uint64_t max_image_file_size(uint64_t virtual_size) {
+    const uint64_t allowance = virtual_size / 8 + kImageMetadataAllowance;
+    return virtual_size > UINT64_MAX - allowance ? UINT64_MAX : virtual_size + allowance;
 }
 
 std::string format_size(uint64_t bytes) {

@@ -30,8 +30,8 @@ struct ImagePolicy {
     unsigned long qemu_img_as_bytes = uint64_t(1) << 30;  // RLIMIT_AS of qemu-img (it needs ~200 MiB)
     std::string qemu_img = "qemu-img";                    // program (looked up in a minimal PATH)
     // Root's directory (created 0700) where qemu-img's verdict on a version of
-    // an image is kept (the key of cached_image_digest, with the format and the
-    // qemu-img program): a later check of the same version reads the header
+    // an image is kept (the file's version, file_version_key, with the format
+    // and the qemu-img program): a later check of the same version reads the header
     // again but does not start qemu-img. Empty: qemu-img runs every time.
     std::string verdict_cache_dir;
 };
@@ -113,14 +113,39 @@ void check_boot_file(const std::string& path, const std::string& what, const std
 bool path_inside(const std::string& real_path, const std::vector<std::string>& dirs);
 
 // The image's content digest for accounting, "sha256:<hex>": SHA-256 over
-// every byte of the file behind fd (as `sha256sum` computes it).
-std::string image_digest(int fd);
-// The same, computed once per version of a file: kept in cache_dir (root's,
-// created 0700) under a key of the file's device, inode, size, modification
-// and change times, so that a file rewritten in place (even with its mtime
-// put back: the change time moves) is hashed again. A later job with the
-// same file reads the cache and not the image.
-std::string cached_image_digest(int fd, const std::string& cache_dir);
+// the first `size` bytes of the file behind fd (the size it had when it was
+// checked: what `sha256sum` says of that version). Never reads past `size`
+// (a file that grows is not followed); throws when the file ends before it.
+// Run it as the job's user only (digest_as_user), never as root.
+std::string image_digest(int fd, uint64_t size);
+
+// Who computes the digest and how long it may take.
+struct DigestJob {
+    Credentials user;                 // the job's user: the reader runs as this, no capability
+    std::vector<std::string> helper;  // program and arguments; the fd and the size are appended
+    int timeout_ms = 600000;          // wall clock (and as much CPU time)
+    // Root's directory (0700) keeping the digest of each version of a file
+    // (device, inode, size, modification and change times): a later job with
+    // the same version reads the cache, not the image. Empty: no cache.
+    std::string cache_dir;
+};
+// The digest of the checked image behind fd, computed by `helper` started as
+// the user (it inherits fd, reads `checked.size` bytes and prints the
+// digest) under the job's limits: root reads nothing of the image. The fd
+// must still be the version that was checked, before and after; a timeout,
+// a failure or a change is one sentence naming shown (an svm::Error).
+std::string digest_as_user(int fd, const FileIdentity& checked, const std::string& shown, const DigestJob& job);
+
+// The largest file an image of virtual_size may be: a raw image's file is
+// its virtual size; a qcow2 file adds its metadata (L1/L2 and refcount
+// tables: under 5% of the virtual size even with 512-byte clusters and
+// extended L2 entries, and a few clusters of up to 2 MiB each), so the
+// allowance is an eighth of the virtual size plus 64 MiB. Anything larger (a
+// sparse tail, internal snapshots, leaked clusters) is refused at intake
+// before any byte is read: no reader of the file (qemu-img, the digest, the
+// save) then reads more than this.
+constexpr uint64_t kImageMetadataAllowance = uint64_t(64) << 20;
+uint64_t max_image_file_size(uint64_t virtual_size);
 
 // "512 GiB", "2.5 TiB", "1000 B".
 std::string format_size(uint64_t bytes);

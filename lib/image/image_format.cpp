@@ -80,11 +80,14 @@ std::string hex64(uint64_t v) {
 
 void add(ImageHeaderInfo& info, ProblemKind k, std::string text) { info.problems.push_back({k, std::move(text)}); }
 
-void inspect_qcow2(int fd, ImageHeaderInfo& info) {
+// The first cluster's bytes of a qcow2 file (head: the file's first bytes,
+// at most kImageHeadBytes).
+void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) {
     Qcow2Header& q = info.qcow2;
     const uint64_t size = info.file_size;
     uint8_t h[112] = {};
-    size_t got = pread_upto(fd, h, sizeof h, 0);
+    size_t got = std::min(head_len, sizeof h);
+    std::memcpy(h, head, got);
     q.version = be32(h + 4);
     if (q.version > 3) {
         add(info, ProblemKind::unsupported_version,
@@ -133,8 +136,7 @@ void inspect_qcow2(int fd, ImageHeaderInfo& info) {
     }
 
     // Everything QEMU reads from the header lives in the first cluster.
-    std::vector<uint8_t> c(static_cast<size_t>(std::min<uint64_t>(cluster, size)));
-    c.resize(pread_upto(fd, c.data(), c.size(), 0));
+    std::vector<uint8_t> c(head, head + static_cast<size_t>(std::min<uint64_t>({cluster, size, head_len})));
 
     if (q.backing_file_offset != 0) {
         uint64_t off = q.backing_file_offset, len = q.backing_file_size;
@@ -265,24 +267,21 @@ std::vector<ImageFormat> probe_formats(const uint8_t* b) {
     return out;
 }
 
-ImageHeaderInfo inspect_image(int fd) {
+ImageHeaderInfo inspect_image_bytes(const uint8_t* head, size_t head_len, const uint8_t* tail, size_t tail_len,
+                                    uint64_t file_size) {
     ImageHeaderInfo info;
-    struct stat st;
-    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
-    info.file_size = static_cast<uint64_t>(st.st_size);
+    info.file_size = file_size;
     if (info.file_size == 0) {
         add(info, ProblemKind::empty, "is empty");
         return info;
     }
-    uint8_t head[kProbeSize] = {};
-    pread_upto(fd, head, sizeof head, 0);
-    info.claimed_by = probe_formats(head);
-    if (info.claimed_by.empty() && info.file_size >= 512) {
-        uint8_t tail[512];
-        if (pread_upto(fd, tail, sizeof tail, info.file_size - 512) == sizeof tail) {
-            if (be32(tail) == 0x6b6f6c79) info.claimed_by.push_back(ImageFormat::dmg);  // "koly"
-            if (std::memcmp(tail, "conectix", 8) == 0) info.claimed_by.push_back(ImageFormat::vpc);
-        }
+    head_len = static_cast<size_t>(std::min<uint64_t>({head_len, file_size, kImageHeadBytes}));
+    uint8_t first[kProbeSize] = {};  // zero padded, as QEMU reads a short file
+    if (head_len > 0) std::memcpy(first, head, std::min(head_len, sizeof first));
+    info.claimed_by = probe_formats(first);
+    if (info.claimed_by.empty() && info.file_size >= 512 && tail_len == 512) {
+        if (be32(tail) == 0x6b6f6c79) info.claimed_by.push_back(ImageFormat::dmg);  // "koly"
+        if (std::memcmp(tail, "conectix", 8) == 0) info.claimed_by.push_back(ImageFormat::vpc);
     }
     if (info.claimed_by.empty()) {
         info.format = ImageFormat::raw;
@@ -301,13 +300,24 @@ ImageHeaderInfo inspect_image(int fd) {
                 " image, so programs that guess formats can read it differently; rewrite it with " + kConvert);
     }
     if (info.format == ImageFormat::qcow2) {
-        inspect_qcow2(fd, info);
+        inspect_qcow2(head, head_len, info);
     } else if (info.claimed_by.size() == 1) {
         std::string name = info.format == ImageFormat::qcow ? "qcow (version 1)" : format_name(info.format);
         add(info, ProblemKind::unsupported_format,
             std::string("is a ") + name + " image; convert it to qcow2 or raw with " + kConvert);
     }
     return info;
+}
+
+ImageHeaderInfo inspect_image(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat image");
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(size, kImageHeadBytes)));
+    head.resize(pread_upto(fd, head.data(), head.size(), 0));
+    uint8_t tail[512];
+    size_t tail_len = size >= 512 ? pread_upto(fd, tail, sizeof tail, size - 512) : 0;
+    return inspect_image_bytes(head.data(), head.size(), tail, tail_len, size);
 }
 
 std::string printable(const std::string& s, size_t max_len) {

@@ -99,7 +99,21 @@ struct ImageHeaderInfo {
 // other than raw, in a fixed order.
 std::vector<ImageFormat> probe_formats(const uint8_t* first512);
 
-// Inspects the image behind fd (pread only; the file offset is not used).
+// What the header reader looks at: the file's first bytes (a qcow2 header
+// and its extensions lie in the first cluster, at most 2 MiB) and its last
+// 512 bytes.
+constexpr uint64_t kImageHeadBytes = uint64_t(1) << 21;
+
+// The header reader itself, a pure function over bytes (no I/O, no
+// exception; the fuzz target's entry): head is the file's first
+// min(file_size, kImageHeadBytes) bytes (fewer: read as a short file),
+// tail its last 512 bytes (tail_len 512; anything else: not looked at),
+// file_size the file's size. Findings are in problems.
+ImageHeaderInfo inspect_image_bytes(const uint8_t* head, size_t head_len, const uint8_t* tail, size_t tail_len,
+                                    uint64_t file_size);
+
+// Reads those bytes of the image behind fd (pread only, at most
+// kImageHeadBytes + 512; the file offset is not used) and inspects them.
 // Throws svm::Error only for I/O errors; header findings are in problems.
 ImageHeaderInfo inspect_image(int fd);
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,6 +16,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -34,6 +37,7 @@
 #include "guest_sandbox.hpp"
 #include "hugepages.hpp"
 #include "image_check.hpp"
+#include "json.hpp"
 #include "libvirt_session.hpp"
 #include "log.hpp"
 #include "proc.hpp"
@@ -284,7 +288,7 @@ std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus
     json_object_set_new(r.get(), "image", json_string(p.image.c_str()));
     if (!p.image_source.empty()) json_object_set_new(r.get(), "source", json_string(p.image_source.c_str()));
     json_object_set_new(r.get(), "format", json_string(p.image_format.c_str()));
-    json_object_set_new(r.get(), "digest", json_string(p.image_digest.c_str()));
+    if (!p.image_digest.empty()) json_object_set_new(r.get(), "digest", json_string(p.image_digest.c_str()));
     json_object_set_new(r.get(), "boot", json_string(p.kernel.empty() ? "bootloader" : "kernel"));
     json_object_set_new(r.get(), "create_ms", json_integer(create_ms));
     json_object_set_new(r.get(), "ready_ms", json_integer(ready_ms));
@@ -415,6 +419,27 @@ bool cap_console(const std::string& path, int64_t max_bytes) {
 
 namespace {
 
+// The head's digest of the image, computed beside the guest's start: empty
+// until it is done, and when it failed.
+struct DigestState {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::string digest;
+    // Waits at most ms for it; the digest ("" when not done or failed).
+    std::string wait(int ms) {
+        std::unique_lock<std::mutex> l(m);
+        cv.wait_for(l, std::chrono::milliseconds(ms), [&] { return done; });
+        return digest;
+    }
+    void finish(std::string d) {
+        std::lock_guard<std::mutex> l(m);
+        digest = std::move(d);
+        done = true;
+        cv.notify_all();
+    }
+};
+
 // This node's VM record is in the job's AdminComment, or was tried, or is
 // not published: the batch step's end waits for this (JobPlan::record_written).
 void note_record_written(const JobPlan& p) {
@@ -476,6 +501,7 @@ private:
     Failure wait_until_ready(bool& ready);
     void note_ready();
     void publish_record(long t_set_up);
+    void start_digest();
     int live();
 
     const KeeperOptions& o_;
@@ -497,6 +523,7 @@ private:
     // when the guest is gone means QEMU outgrew the job's memory.
     std::optional<int64_t> oom_kills_before_;
     UniqueFd image_fd_;
+    std::shared_ptr<DigestState> digest_;  // the head's, when it reads the image
     DomainSpec spec_;
     std::string backing_, xml_;
     int64_t unrounded_mib_ = 0;
@@ -845,13 +872,56 @@ void Keeper::publish_record(long t_set_up) {
     if (record_published_) return;
     record_published_ = true;
     if (!o_.on_ready) return note_record_written(p_);
-    std::string rec = vm_record(p_, t_created_ - t0_, t_set_up - t0_, static_cast<int>(spec_.host_cpus.size()),
+    JobPlan p = p_;
+    if (digest_) p.image_digest = digest_->wait(0);
+    std::string rec = vm_record(p, t_created_ - t0_, t_set_up - t0_, static_cast<int>(spec_.host_cpus.size()),
                                 spec_.memory_mib, spec_.hugepage_kib);
-    ready_publisher_.t = std::thread([cb = o_.on_ready, p = p_, rec, ns = host_netns_, cancelled = ready_cancelled_] {
+    std::shared_ptr<DigestState> later = digest_ && p.image_digest.empty() ? digest_ : nullptr;
+    ready_publisher_.t = std::thread([cb = o_.on_ready, p, rec, later, ns = host_netns_, cancelled = ready_cancelled_] {
         if (ns >= 0) ::setns(ns, CLONE_NEWNET);  // this thread only
         cb(p, rec, *cancelled);
         note_record_written(p);
+        // The digest came after the guest was ready: the entry again, with it
+        // (whole: a write without the relay replaces the node's entry).
+        std::string d = later ? later->wait(kDigestTimeoutMs + 10000) : "";
+        if (d.empty() || *cancelled) return;
+        json_error_t err;
+        Json whole(json_loads(rec.c_str(), 0, &err));
+        if (!whole) return;
+        json_object_set_new(whole.get(), "digest", json_string(d.c_str()));
+        cb(p, json_dump(whole.get()), *cancelled);
     });
+}
+
+// Head node only, for an image file (a registry image's digest is its
+// manifest's, in the plan): the digest read as the user on a thread of its
+// own, from a copy of the checked descriptor, beside the guest's start.
+void Keeper::start_digest() {
+    if (p_.node_index != 0 || !p_.image_digest.empty() || !image_fd_) return;
+    UniqueFd fd(::fcntl(image_fd_.get(), F_DUPFD_CLOEXEC, 3));
+    if (!fd) return log::warn("no digest of the image: dup: " + std::string(std::strerror(errno)));
+    DigestJob job;
+    try {
+        job.user = credentials_for(p_.uid, p_.gid);
+    } catch (const Error& e) {
+        return log::warn("no digest of the image: " + e.reason());
+    }
+    job.helper = {path_join(cfg_.libexec_dir, "slurm-vm-keeper"), "--image-digest"};
+    job.timeout_ms = kDigestTimeoutMs;
+    job.cache_dir = path_join(cfg_.state_dir, "digests");
+    digest_ = std::make_shared<DigestState>();
+    std::thread([st = digest_, fd = std::make_shared<UniqueFd>(std::move(fd)), job, id = p_.image_identity,
+                 shown = p_.image] {
+        std::string d;
+        long t = now_ms();
+        try {
+            d = digest_as_user(fd->get(), id, shown, job);
+            log::info("image digest " + d + " (" + std::to_string(now_ms() - t) + " ms)");
+        } catch (const Error& e) {
+            log::warn("no digest of the image: " + e.reason());
+        }
+        st->finish(d);
+    }).detach();
 }
 
 // Lives as long as the guest (and the job: Slurm kills us with it); the
@@ -896,7 +966,9 @@ int Keeper::run() {
     if (Failure f = confine()) return fail(*f);
     if (Failure f = enter_job_netns()) return fail(*f);
     start_connecting();
-    for (auto step : {&Keeper::describe_guest, &Keeper::start_guest, &Keeper::start_guest_access})
+    if (Failure f = describe_guest()) return fail(*f);
+    start_digest();
+    for (auto step : {&Keeper::start_guest, &Keeper::start_guest_access})
         if (Failure f = (this->*step)()) return fail(*f);
     bool ready = false;
     if (Failure f = wait_until_ready(ready)) return fail(*f);
@@ -912,6 +984,22 @@ int run_keeper(const KeeperOptions& o) {
     // The prolog refused the job (the reason is in the state): no guest.
     if (read_guest_state(p).phase == GuestState::Phase::failed) return 0;
     return Keeper(o, std::move(cfg), std::move(p)).run();
+}
+
+int image_digest_main(const char* fd_arg, const char* size_arg) {
+    ::prctl(PR_SET_DUMPABLE, 0);
+    try {
+        char* end = nullptr;
+        long fd = std::strtol(fd_arg, &end, 10);
+        if (*end || fd < 3) SVM_THROW(std::string("bad descriptor ") + fd_arg);
+        unsigned long long size = std::strtoull(size_arg, &end, 10);
+        if (*end || !*size_arg) SVM_THROW(std::string("bad size ") + size_arg);
+        std::printf("%s\n", image_digest(static_cast<int>(fd), size).c_str());
+        return 0;
+    } catch (const Error& e) {
+        std::fprintf(stderr, "%s\n", e.reason().c_str());
+        return 1;
+    }
 }
 
 }  // namespace svm

@@ -68,4 +68,16 @@ bool cap_console(const std::string& path, int64_t max_bytes);
 
 int run_keeper(const KeeperOptions& o);
 
+// The image's digest, once per job: the head node's keeper (node index 0)
+// starts `slurm-vm-keeper --image-digest FD SIZE` as the job's user, in the
+// job's cgroup, on the descriptor it checked again (digest_as_user,
+// image_check.hpp), at most kDigestTimeoutMs; the node keeps the digest of
+// each version in <state_dir>/digests. The head's entry of the VM record
+// carries it (a second write when the guest is ready first); the other
+// nodes read nothing for it.
+constexpr int kDigestTimeoutMs = 600000;
+// That program's side (as the user): prints image_digest(FD, SIZE); 0 or 1.
+// It makes itself non-dumpable first, so the user cannot ptrace it.
+int image_digest_main(const char* fd_arg, const char* size_arg);
+
 }  // namespace svm

@@ -510,8 +510,9 @@ void check_request_as_user(Preparation& s) {
         }
         CheckedImage ci = open_image_as_user(req.image, s.who, policy);
         info = ci.info;
-        digest = !oci_digest.empty() ? oci_digest  // the OCI manifest's
-                                     : cached_image_digest(ci.fd.get(), path_join(s.cfg.state_dir, "digests"));
+        // A registry image's is its manifest's; a file's is read once per
+        // job, by the head node's keeper as the user (keeper.hpp), not here.
+        digest = oci_digest;
         if (!req.kernel.empty()) s.kernel_fd = open_boot_file_as_user(req.kernel, s.who, "kernel");
         if (!req.initrd.empty()) s.initrd_fd = open_boot_file_as_user(req.initrd, s.who, "initrd");
         if (!req.initrd.empty() && req.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
@@ -724,8 +725,7 @@ void prepare_guest(Preparation& s) {
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
     check_request_as_user(s);
-    s.steps.done(
-        "prolog: network planned, job directory, shares checked, image opened and checked as the user, digest");
+    s.steps.done("prolog: network planned, job directory, shares checked, image opened and checked as the user");
     make_keys_and_identity(s);
     s.steps.done("prolog: keys and known_hosts");
     prepare_guest_devices(s);

@@ -446,7 +446,8 @@ TEST_CASE("checking images leaves their bytes, owner, mode and mtime unchanged",
         verdict_nobody(c.path(n), policy);
         svm::UniqueFd fd(::open(c.path(n).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
         struct stat st;
-        if (fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) svm::image_digest(fd.get());
+        if (fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode))
+            svm::image_digest(fd.get(), static_cast<uint64_t>(st.st_size));
     }
     for (const auto& n : c.names()) {
         INFO(n);
@@ -454,36 +455,74 @@ TEST_CASE("checking images leaves their bytes, owner, mode and mtime unchanged",
     }
 }
 
-TEST_CASE("image_digest is the sha256 of every byte, cached per file version", "[image]") {
+TEST_CASE("image_digest is the sha256 of the checked size, never more", "[image]") {
     auto& c = ImageCorpus::shared();
     auto independent = [](const std::string& content) {
         auto r = svm::run({"sha256sum"}, {.stdin_data = content});
         return "sha256:" + r.out.substr(0, 64);
     };
-    auto digest_of = [&](const std::string& name, const std::string& content) {
+    auto digest_of = [&](const std::string& name, const std::string& content, uint64_t size) {
         svm::test::make_file(c.dir() + "/" + name, content, 0);
         svm::UniqueFd fd(::open((c.dir() + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
-        std::string d = svm::image_digest(fd.get());
+        std::string d = reason_of([&] { return svm::image_digest(fd.get(), size); });
+        if (d.empty()) d = svm::image_digest(fd.get(), size);
         ::unlink((c.dir() + "/" + name).c_str());
         return d;
     };
     std::string small = "small image";
-    CHECK(digest_of("d1", small) == independent(small));
+    CHECK(digest_of("d1", small, small.size()) == independent(small));
     std::string big(9 << 20, '\0');
     for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
-    std::string d = digest_of("d2", big);
+    std::string d = digest_of("d2", big, big.size());
     CHECK(d == independent(big));
     std::string middle = big;
     middle[big.size() / 2] ^= 1;  // every byte counts
-    CHECK(digest_of("d3", middle) != d);
-    CHECK(digest_of("d4", "") == independent(""));
+    CHECK(digest_of("d3", middle, middle.size()) != d);
+    CHECK(digest_of("d4", "", 0) == independent(""));
+    // A file that grew since it was checked: only the checked bytes count.
+    CHECK(digest_of("d5", big + "grown tail", big.size()) == d);
+    // One that shrank: refused, not a digest of fewer bytes.
+    CHECK(digest_of("d6", small, small.size() + 1).find("ended at 11 bytes") != std::string::npos);
+}
 
-    // The cache: a second job reads the entry, not the file; a rewrite in
-    // place with the old mtime put back is hashed again (its ctime moved).
-    std::string cache = c.dir() + "/digest-cache", f = c.dir() + "/cached.img";
-    svm::test::make_file(f, small, 0);
+TEST_CASE("digest_as_user reads as the user, bounded in time, once per version", "[image]") {
+    auto& c = ImageCorpus::shared();
+    const std::string f = c.dir() + "/digest-as-user.img", cache = c.dir() + "/digest-cache";
+    svm::test::make_file(f, "the image's bytes", 0);  // 17 bytes
     svm::UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
-    CHECK(svm::cached_image_digest(fd.get(), cache) == independent(small));
+    struct stat st;
+    REQUIRE(::fstat(fd.get(), &st) == 0);
+    const svm::FileIdentity id = svm::identity_of(st);
+    svm::DigestJob job;
+    job.user = nobody();
+    // The helper's place (slurm-vm-keeper --image-digest): the descriptor and
+    // the size come last.
+    job.helper = {"/usr/bin/python3", "-c",
+                  "import hashlib, os, sys\n"
+                  "fd, size = int(sys.argv[1]), int(sys.argv[2])\n"
+                  "print('sha256:' + hashlib.sha256(os.pread(fd, size, 0)).hexdigest())\n"};
+    job.timeout_ms = 20000;
+    const std::string want = "sha256:" + svm::sha256_hex("the image's bytes");
+    CHECK(svm::digest_as_user(fd.get(), id, f, job) == want);  // no cache: read each time
+
+    // Who reads: the user (the uid it prints, as a digest's 64 digits).
+    svm::DigestJob who = job;
+    who.helper = {"/bin/sh", "-c", "printf 'sha256:%064d\\n' \"$(id -u)\"", "sh"};
+    CHECK(svm::digest_as_user(fd.get(), id, f, who) == "sha256:" + std::string(59, '0') + "65534");
+
+    // Bounded in time: a reader that hangs (a slow file system) is one sentence.
+    svm::DigestJob slow = job;
+    slow.helper = {"/bin/sh", "-c", "sleep 30", "sh"};
+    slow.timeout_ms = 300;
+    long t = now_ms();
+    CHECK(reason_of([&] {
+              svm::digest_as_user(fd.get(), id, f, slow);
+          }).find("could not be read for its digest within 0.3 s") != std::string::npos);
+    CHECK(now_ms() - t < 5000);
+
+    // Once per version: the second job reads the cache (root's, 0700).
+    job.cache_dir = cache;
+    CHECK(svm::digest_as_user(fd.get(), id, f, job) == want);
     auto entries = svm::list_dir(cache);
     REQUIRE(entries.size() == 1);
     struct stat cst;
@@ -491,17 +530,82 @@ TEST_CASE("image_digest is the sha256 of every byte, cached per file version", "
     CHECK((cst.st_mode & 0777) == 0700);
     std::string planted = "sha256:" + std::string(64, 'a');
     svm::write_file_atomic(cache + "/" + entries[0], planted + "\n", 0600);
-    CHECK(svm::cached_image_digest(fd.get(), cache) == planted);  // served from the cache
-    struct stat st;
-    REQUIRE(::fstat(fd.get(), &st) == 0);
+    CHECK(svm::digest_as_user(fd.get(), id, f, job) == planted);  // served from the cache
+
+    // A file rewritten since the check (even with its mtime put back) is
+    // refused, not hashed: it is not the version the guest was checked with.
     ::usleep(20000);
     svm::UniqueFd w(::open(f.c_str(), O_WRONLY | O_CLOEXEC));
-    REQUIRE(::pwrite(w.get(), "SMALL", 5, 0) == 5);
+    REQUIRE(::pwrite(w.get(), "THE", 3, 0) == 3);
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     REQUIRE(::futimens(w.get(), times) == 0);
-    CHECK(svm::cached_image_digest(fd.get(), cache) == independent("SMALL image"));
+    REQUIRE(::pwrite(w.get(), "x", 1, 17) == 1);  // and grown
+    CHECK(reason_of([&] { svm::digest_as_user(fd.get(), id, f, job); }).find("changed since it was checked") !=
+          std::string::npos);
     ::unlink(f.c_str());
     svm::remove_tree(cache);
+}
+
+TEST_CASE("a file larger than its virtual size allows is refused before it is read", "[image]") {
+    auto& c = ImageCorpus::shared();
+    auto policy = test_policy();  // 512 GiB
+    CHECK(svm::max_image_file_size(uint64_t(64) << 20) == (uint64_t(64) << 20) + (uint64_t(8) << 20) + (64 << 20));
+    CHECK(svm::max_image_file_size(UINT64_MAX - 5) == UINT64_MAX);
+    // The attack: a 64 MiB qcow2 with a sparse tail up to 8 TiB.
+    const std::string sparse = c.dir() + "/sparse-tail.qcow2", raw = c.dir() + "/sparse.raw";
+    svm::run_checked({"cp", c.path("good.qcow2"), sparse});
+    REQUIRE(::truncate(sparse.c_str(), off_t(8) << 40) == 0);
+    long t = now_ms();
+    std::string why = verdict_self(sparse, policy);
+    CHECK(why == sparse +
+                     " is a file of 8 TiB, more than this site's limit for images (at most 576.1 GiB); write a "
+                     "compact copy with 'qemu-img convert -O qcow2 IN OUT'");
+    CHECK(verdict_nobody(sparse, policy) == why);
+    // Under the site's limit but past what the header's virtual size needs.
+    REQUIRE(::truncate(sparse.c_str(), off_t(1) << 30) == 0);
+    CHECK(verdict_self(sparse, policy) ==
+          sparse +
+              " is a file of 1 GiB, more than what its virtual size of 64 MiB needs (at most 136 MiB); write a "
+              "compact copy with 'qemu-img convert -O qcow2 IN OUT'");
+    // Within the allowance: accepted (metadata, a little slack).
+    REQUIRE(::truncate(sparse.c_str(), off_t(100) << 20) == 0);
+    CHECK(verdict_self(sparse, policy) == "");
+    CHECK(now_ms() - t < 20000);
+    // A raw image's file is its virtual size: the site's limit bounds both.
+    svm::test::make_file(raw, "", 0);
+    REQUIRE(::truncate(raw.c_str(), off_t(8) << 40) == 0);
+    CHECK(verdict_self(raw, policy).find("is a file of 8 TiB, more than this site's limit") != std::string::npos);
+    ::unlink(sparse.c_str());
+    ::unlink(raw.c_str());
+}
+
+TEST_CASE("the header reader is a pure function over the file's first and last bytes", "[image]") {
+    auto& c = ImageCorpus::shared();
+    for (const auto& n : c.names()) {
+        svm::UniqueFd fd(::open(c.path(n).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+        struct stat st;
+        if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        INFO(n);
+        std::string head(static_cast<size_t>(std::min<uint64_t>(st.st_size, svm::kImageHeadBytes)), '\0'), tail;
+        REQUIRE(::pread(fd.get(), head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()));
+        if (st.st_size >= 512) {
+            tail.resize(512);
+            REQUIRE(::pread(fd.get(), tail.data(), 512, st.st_size - 512) == 512);
+        }
+        auto a = svm::inspect_image(fd.get());
+        auto b = svm::inspect_image_bytes(reinterpret_cast<const uint8_t*>(head.data()), head.size(),
+                                          reinterpret_cast<const uint8_t*>(tail.data()), tail.size(),
+                                          static_cast<uint64_t>(st.st_size));
+        CHECK(a.format == b.format);
+        CHECK(a.virtual_size == b.virtual_size);
+        CHECK(a.problems.size() == b.problems.size());
+    }
+    // Short or missing bytes are read as a short file, never past them.
+    const uint8_t qfi[] = {'Q', 'F', 'I', 0xfb, 0, 0, 0, 3};
+    auto t = svm::inspect_image_bytes(qfi, sizeof qfi, nullptr, 0, uint64_t(8) << 40);
+    CHECK(t.format == svm::ImageFormat::qcow2);
+    CHECK_FALSE(t.ok());
+    CHECK(svm::inspect_image_bytes(nullptr, 0, nullptr, 0, 0).problems.front().kind == svm::ProblemKind::empty);
 }
 
 TEST_CASE("qemu-img's verdict is kept per file version, a refusal never", "[image]") {
