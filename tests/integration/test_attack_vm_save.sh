@@ -59,7 +59,8 @@ took=$(( $(date +%s) - ended ))
 grep -qx "slurm-vm: job $j1: --vm-save=$wd/fifo-saved.qcow2: nothing was saved: $wd/img.qcow2 is a FIFO, not a regular file" "$note" ||
     fail "job $j1's note does not say why in one sentence: $(cat "$note")"
 [[ ! -e "$wd/fifo-saved.qcow2" ]] || fail "job $j1 saved something although its image was replaced"
-[[ -z "$(find "$wd" -name '.*slurm-vm-save*')" ]] || fail "a temporary file of the save was left: $(find "$wd" -name '.*slurm-vm-save*')"
+temps="$(find "$wd" -name '.fifo-saved.qcow2.slurm-vm-save*')"
+[[ -z "$temps" ]] || fail "a temporary file of job $j1's save was left: $temps"
 no_node_drained
 pass "job $j1: the image replaced by a FIFO fails the save in one sentence ($(cat "$note")), epilog done ${took}s after the job, nothing left, no node drained"
 
@@ -73,7 +74,8 @@ wait_clean "$j2" 60
 grep -qx "slurm-vm: job $j2: --vm-save=$wd/slow-saved.qcow2: the guest's disk could not be written as $SVM_USER (it took longer than the 1 s a save may take on this node)" "$note" ||
     fail "job $j2's note does not say the save was too slow: $(cat "$note")"
 [[ ! -e "$wd/slow-saved.qcow2" ]] || fail "job $j2 saved although its save was past the bound"
-[[ -z "$(find "$wd" -name '.*slurm-vm-save*')" ]] || fail "a temporary file of the save was left: $(find "$wd" -name '.*slurm-vm-save*')"
+temps="$(find "$wd" -name '.slow-saved.qcow2.slurm-vm-save*')"
+[[ -z "$temps" ]] || fail "a temporary file of job $j2's save was left: $temps"
 pgrep -u "$SVM_USER" -f "qemu-img convert" >/dev/null && fail "the save's qemu-img still runs after the bound"
 no_node_drained
 pass "job $j2: a save slower than node2's 1 s bound fails the save ($(cat "$note")), qemu-img killed, nothing left, no node drained"
