@@ -90,6 +90,8 @@ const char* kSweepUsage =
     "usage: slurm-vm sweep [--config FILE] [--node NAME]... [--dry-run] [--force]\n"
     "Finds state of VM jobs that no longer run on the node (guests, keepers, overlays,\n"
     "keys, leases, device bindings: everything in their ledgers) and undoes it, and\n"
+    "removes the overlay directories (overlay_dir/job_<id>) of such jobs that no ledger\n"
+    "holds (ledgers live in state_dir, which a power loss empties), and\n"
     "removes device ACL entries (/dev/kvm, /dev/vfio/N) of job groups whose job Slurm\n"
     "no longer has anywhere and no ledger takes back. Safe at\n"
     "any time and at slurmd start: a job Slurm still has on the node (by job id, so each\n"

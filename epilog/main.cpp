@@ -14,11 +14,13 @@
 #include <string>
 
 #include "config.hpp"
+#include "doctor.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "job_record.hpp"
 #include "log.hpp"
 #include "node_drain.hpp"
+#include "proc.hpp"
 #include "vm_job.hpp"
 #include "vm_save.hpp"
 
@@ -54,9 +56,24 @@ void keep_what_failed(const svm::NodeConfig& cfg, uint32_t job) {
     }
 }
 
+// Slurm's PrologEpilogTimeout in seconds; 0 when Slurm cannot tell (the
+// node's save_timeout_s alone bounds the save then).
+int prolog_epilog_timeout_s() {
+    svm::RunOptions o;
+    o.timeout_ms = 10000;
+    o.env = svm::inherited_env({"PATH", "SLURM_CONF"});
+    svm::RunResult r = svm::run({"scontrol", "show", "config"}, o);
+    if (!r.ok()) return 0;
+    std::string v = svm::slurm_config_value(r.out, "PrologEpilogTimeout");
+    size_t digits = v.find_first_not_of("0123456789");
+    v = v.substr(0, digits);
+    return v.empty() || v.size() > 9 ? 0 : std::stoi(v);
+}
+
 // --vm-save: the head guest's disk becomes the user's new image, before the
-// teardown removes the overlay. A failure is the user's (a path they cannot
-// write any more, a full disk): logged, and told to the user in
+// teardown removes the overlay, within save_timeout_s and Slurm's epilog
+// time. A failure is the user's (a path they cannot write any more, a full
+// disk, an image replaced, a save too slow): logged, and told to the user in
 // slurm-<jobid>.vm-save.txt in the job's directory (the job's record no longer
 // takes updates once the job ended); never a reason to drain the node.
 void save_if_asked(const svm::NodeConfig& cfg, uint32_t job) {
@@ -70,7 +87,8 @@ void save_if_asked(const svm::NodeConfig& cfg, uint32_t job) {
     }
     if (p.save_path.empty() || p.job_id != job) return;
     try {
-        svm::save_guest_disk(p, cfg.qemu_img);
+        int bound = svm::save_bound_s(cfg.save_timeout_s, prolog_epilog_timeout_s());
+        svm::save_guest_disk(p, cfg.qemu_img, bound);
     } catch (const svm::Error& e) {
         svm::log::warn(e.chain());
         try {

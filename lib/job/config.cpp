@@ -94,6 +94,7 @@ const std::set<std::string>& config_keys(const std::string& section) {
           "emulator",
           "qemu_img",
           "boot_timeout_s",
+          "save_timeout_s",
           "memory_overhead_mib",
           "min_guest_memory_mib",
           "default_guest_memory_mib",
@@ -206,6 +207,8 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         if (auto v = json_get_string(root.get(), "qemu_img")) c.qemu_img = *v;
         if (auto v = json_get_int(root.get(), "boot_timeout_s")) c.boot_timeout_s = static_cast<int>(*v);
         if (c.boot_timeout_s < 5) SVM_THROW("\"boot_timeout_s\" must be at least 5");
+        if (auto v = json_get_int(root.get(), "save_timeout_s")) c.save_timeout_s = static_cast<int>(*v);
+        if (c.save_timeout_s < 1 || c.save_timeout_s > 86400) SVM_THROW("\"save_timeout_s\" must be 1 to 86400");
         if (auto v = json_get_int(root.get(), "memory_overhead_mib")) c.memory_overhead_mib = *v;
         if (auto v = json_get_int(root.get(), "min_guest_memory_mib")) c.min_guest_memory_mib = *v;
         if (auto v = json_get_int(root.get(), "default_guest_memory_mib")) c.default_guest_memory_mib = *v;

@@ -60,6 +60,10 @@ struct NodeConfig {
     // for the job's lifetime (libvirt checks it even for TCG guests).
     std::string kvm_device = "/dev/kvm";
     int boot_timeout_s = 300;
+    // The longest a --vm-save may take in the epilog (and never more than
+    // Slurm's PrologEpilogTimeout leaves: vm_save.hpp save_bound_s); a save
+    // past it fails, not the node.
+    int save_timeout_s = 300;
     // The guest's console log lives in the state directory (often a tmpfs):
     // past this size the keeper cuts it to its last 64 KiB.
     int64_t console_max_kib = 16384;

@@ -790,6 +790,18 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
             failures.push_back(e.chain());
         }
     }
+    // The job's overlay directory, found by its name: the ledger that
+    // recorded it lives in state_dir (a tmpfs) and is lost with the node's
+    // power, while the overlay stays on disk (overlay_dir).
+    std::string overlays = cfg.job_overlay_dir(job_id);
+    if (failures.empty() && path_exists(overlays)) {
+        try {
+            OverlayDirChange{overlays}.undo(UndoScope{cfg, job_id});
+            log::info("removed the job's overlay directory " + overlays + ", which no ledger held");
+        } catch (const Error& e) {
+            failures.push_back(e.chain());
+        }
+    }
     // Slurm's own cgroups of the job, VM job or not, once its steps have
     // ended: Slurm 24.11 before 24.11.6 can leave them (a step's X11 thread
     // drops privileges while the step removes them; SchedMD ticket 22736).
@@ -846,6 +858,7 @@ std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg) {
     };
     for (const auto& n : list_dir(cfg.ledger_dir())) add(n, ".json");
     for (const auto& n : list_dir(cfg.state_dir)) add(n, "");
+    for (const auto& n : list_dir(cfg.overlay_dir)) add(n, "");
     return out;
 }
 

@@ -53,15 +53,17 @@ struct PrologResult {
 // Anything already done is undone before it returns or throws.
 PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req);
 
-// Undoes everything the ledger of job_id holds on this node, then removes
-// the job's empty cgroups Slurm left (any job: a plain one has no ledger).
+// Undoes everything the ledger of job_id holds on this node, removes the
+// job's directory and overlay directory if no ledger held them (a ledger lost
+// at a power loss), then the job's empty cgroups Slurm left (any job: a plain one has no ledger).
 // Idempotent; fine with no ledger. Returns the failures (empty = clean).
 std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
 
 // The registry cache entries (oci_image.hpp) the node's jobs boot from.
 std::set<std::string> oci_entries_in_use(const NodeConfig& cfg);
 
-// Jobs with a ledger or a job directory on this node.
+// Jobs with a ledger, a job directory or an overlay directory on this node
+// (overlays are on disk: after a power loss they outlive the ledgers).
 std::vector<uint32_t> jobs_on_node(const NodeConfig& cfg);
 
 // A job group's entry on one of the node's device nodes (/dev/kvm,

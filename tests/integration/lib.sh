@@ -204,3 +204,31 @@ no_node_drained() {
     bad="$(sinfo -h -N -o '%N %t' | awk '$2 ~ /drain|drng|down|fail/ {print}')"
     [[ -z "$bad" ]] || fail "nodes drained or down: $bad ($(sinfo -h -R))"
 }
+
+# power_loss NODE JOB: what a power loss of NODE during JOB leaves, made on
+# this host: every process of NODE's Slurm and of the job there killed
+# (slurmd, slurmstepd, keeper, QEMU, share servers), what lives in memory
+# gone (NODE's state_dir under /run, the job's IP lease, network namespace,
+# VXLAN device and cgroups), what lives on disk kept (its overlay). slurmd
+# is then started again, as at boot. The kernel's ACL entry on /dev/kvm is
+# left (a device node here is the host's): sweep takes it back.
+power_loss() {
+    local node="$1" id="$2" p pidf="$SVM_CLUSTER_DIR/run/slurmd-$1.pid" ns
+    p="$(cat "$pidf" 2>/dev/null || true)"
+    [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null
+    for p in $(pgrep -f "slurmstepd: \[$id\." || true) $(pgrep -f "slurm-vm-keeper .*--job $id( |$)" || true) \
+        $(pgrep -f "guest=slurm-vm-$id-$node" || true) $(pgrep -f "^slurm-vm-virtiofsd:job=$id:" || true); do
+        kill -KILL "$p" 2>/dev/null
+    done
+    sleep 1
+    find "$SVM_STATE_ROOT/$node" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null
+    grep -rlsx "job $id on $node.*" "$SVM_STATE_ROOT"/leases-* | xargs -r rm -f
+    for ns in $(ip netns list | awk '{print $1}' | grep -E "^svmj${id}n[0-9]+$" || true); do ip netns del "$ns"; done
+    ip -n "svmu-$node" link del "svx$(printf %x "$id")" 2>/dev/null
+    ip netns exec "svmu-$node" nft delete table bridge "svm_job_$id" 2>/dev/null
+    find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null
+    (cd / && env SVM_TEST_CLUSTER="$SVM_CLUSTER_DIR" SLURM_CONF="$SLURM_CONF" \
+        /usr/sbin/slurmd -f "$SLURM_CONF" -N "$node" </dev/null) ||
+        fail "slurmd $node did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-$node.log)"
+    return 0
+}

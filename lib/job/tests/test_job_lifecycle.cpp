@@ -303,3 +303,21 @@ TEST_CASE("job lifecycle: the overlay is qemu-img's, copied from the node's one 
     CHECK(std::find(kept.begin(), kept.end(), name) != kept.end());
     CHECK(std::find(kept.begin(), kept.end(), "old0") == kept.end());
 }
+
+TEST_CASE("job lifecycle: a power loss empties state_dir; the overlay on disk is found by name", "[lifecycle]") {
+    REQUIRE(geteuid() == 0);
+    Node n;
+    recorded_kinds(n);
+    REQUIRE(svm::path_exists(n.cfg.job_overlay_dir(kJob)));
+    // The node's tmpfs is gone with the power: ledgers and job directories.
+    svm::remove_tree(n.cfg.state_dir);
+    CHECK(svm::jobs_on_node(n.cfg) == std::vector<uint32_t>{kJob});  // by the overlay's name alone
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(!svm::path_exists(n.cfg.job_overlay_dir(kJob)));
+    CHECK(svm::jobs_on_node(n.cfg).empty());
+    // Another entry of overlay_dir is no job's and stays.
+    svm::mkdir_p(svm::path_join(n.cfg.overlay_dir, "job_x"), 0700);
+    CHECK(svm::jobs_on_node(n.cfg).empty());
+    CHECK(svm::teardown_job(n.cfg, kJob).empty());
+    CHECK(svm::path_exists(svm::path_join(n.cfg.overlay_dir, "job_x")));
+}
