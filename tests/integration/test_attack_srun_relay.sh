@@ -8,7 +8,9 @@
 # and their environment twins in the batch step's environment must not
 # reach the host's srun. From outside (this host is the login node), a step
 # of the VM job with --export=LD_PRELOAD=... does not load the library on
-# the node's host either. Each attack that works writes a marker naming the
+# the node's host either, nor do --task-prolog and --task-epilog (run by
+# slurmstepd on the node: the plugin lets a VM job's step execute only the
+# project's and the site's programs). Each attack that works writes a marker naming the
 # host in the host's /tmp and the user's home: none may appear. Plain srun
 # from the guest still works; nothing is left; nothing drains.
 source "$(dirname "$0")/lib.sh"
@@ -70,6 +72,7 @@ srun --overlap -N1 -n1 true
 echo "twins rc=\$?"
 echo "plain: \$(srun --overlap -N1 -n1 hostname)"
 echo "probe done"
+i=0; while [ ! -e "$home/svm-relay-over.\$SLURM_JOB_ID" ] && [ \$i -lt 600 ]; do sleep 1; i=\$((i+1)); done
 SCRIPT
 chmod 755 "$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
@@ -79,7 +82,7 @@ extra=()
 id="$(cd "$wd" && as_user "$SVM_USER" env SLURM_TASK_PROLOG="$wd/evil.sh" SLURM_TASK_EPILOG="$wd/evil.sh" \
     SLURM_PROLOG="$wd/evil.sh" SLURM_EPILOG="$wd/evil.sh" SLURM_VM_IMAGE=none \
     sbatch --parsable "${extra[@]}" -N1 -w node1 -t 10 $(vm_opts) job.sh)"
-on_exit 'scancel "$id" 2>/dev/null || true'
+on_exit 'scancel "$id" 2>/dev/null || true; rm -f "$home/svm-relay-over.$id"'
 log "job $id"
 out="$wd/slurm-$id.out"
 wait_output "$out" "^probe done" "the batch script" 900
@@ -92,6 +95,17 @@ if [[ $have_cc == 1 ]]; then
         --export="ALL,LD_PRELOAD=$wd/evil.so" hostname 2>&1)" || true
     [[ "$lp" == node1-vm ]] || fail "srun --jobid --export=LD_PRELOAD from the login node did not run in the guest: $lp"
 fi
+# From the login node: --task-prolog and --task-epilog run by slurmstepd on
+# the node as the user; the plugin lets a VM job's step execute only the
+# project's and the site's programs there.
+tp="$(cd "$wd" && as_user "$SVM_USER" timeout 300 srun --jobid="$id" --overlap -N1 -n1 \
+    --task-prolog="$wd/evil.sh" hostname 2>&1)" && fail "srun --jobid --task-prolog from the login node succeeded: $tp"
+log "login node --task-prolog: $tp"
+te="$(cd "$wd" && as_user "$SVM_USER" timeout 300 srun --jobid="$id" --overlap -N1 -n1 \
+    --task-epilog="$wd/evil.sh" hostname 2>&1)" || true
+log "login node --task-epilog: $te"
+[[ "$te" == *node1-vm* ]] || fail "the step with --task-epilog did not run in the guest: $te"
+touch "$home/svm-relay-over.$id"
 st="$(wait_job "$id" 300)"
 [[ "$st" == COMPLETED ]] || fail "job $id ended $st: $(cat "$out")"
 log "$(grep '^attack\|^twins\|^plain' "$out")"
