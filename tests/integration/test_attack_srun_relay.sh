@@ -19,7 +19,8 @@ host="$(hostname)"
 wd="$(workdir)"
 tag="svm-relay-attack.$$"
 home="/home/$SVM_USER"
-markers() { ls -d /tmp/"$tag".* "$home/$tag".* "$wd/$tag".* 2>/dev/null | grep -F ".$host" || true; }
+# Markers naming the host (a guest's name is NODE-vm): NAME.HOST or NAME.HOST.PID.
+markers() { ls -d /tmp/"$tag".* "$home/$tag".* "$wd/$tag".* 2>/dev/null | grep -E "\.${host//./\\.}(\.[0-9]+)?\$" || true; }
 on_exit 'rm -f /tmp/"$tag".* "$home/$tag".* 2>/dev/null || true'
 
 # What an attack runs on the host if it gets there: a marker naming the host.
