@@ -24,6 +24,8 @@
 #include "error.hpp"
 #include "guest_console.hpp"
 #include "log.hpp"
+#include "srun_options.hpp"
+#include "srun_relay.hpp"
 #include "task_exec.hpp"
 
 extern char** environ;
@@ -71,6 +73,26 @@ int run_task(const svm::TaskInvocation& t) {
 
 }  // namespace
 
+namespace {
+// What this process runs on the host (ssh, its ProxyCommand through $SHELL,
+// the srun relay's srun) is found in the system's directories and started
+// without the variables that would load the user's code (the plugin has
+// already removed those from the task's environment; this covers a task
+// started otherwise). The task's own environment, captured before, goes on
+// to the guest.
+void host_side_environment() {
+    ::setenv("PATH", svm::kTrustedPath, 1);
+    ::setenv("SHELL", "/bin/sh", 1);
+    std::vector<std::string> unsafe;
+    for (char** e = environ; *e; ++e) {
+        std::string v(*e);
+        std::string name = v.substr(0, v.find('='));
+        if (svm::host_unsafe_variable(name)) unsafe.push_back(name);
+    }
+    for (const auto& n : unsafe) ::unsetenv(n.c_str());
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     init_log();
     if (argc == 3 && !std::strcmp(argv[1], "--proxy")) return svm::proxy_to_guest(argv[2]);
@@ -90,6 +112,7 @@ int main(int argc, char** argv) {
             svm::log::error("slurm-vm-exec was not started by the slurm-vm plugin (SLURM_VM_PLAN unset)");
             return 2;
         }
+        host_side_environment();
         return run_task(*t);
     } catch (const svm::Error& e) {
         svm::log::error(e.chain());

@@ -10,6 +10,8 @@
 //     environment (SPANK_SLURM_VM_IMAGE, ...).
 //   slurmstepd, extern step (remote): starts the keeper, which runs the guest
 //     inside the job's cgroups.
+//   slurmstepd, a VM job's other steps (remote): after the tasks start, only
+//     the project's and the site's programs may still be executed.
 //   slurmstepd, every other task (remote): replaces the task's command with
 //     slurm-vm-exec, which runs it inside the guest.
 extern "C" {
@@ -142,9 +144,11 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     });
 }
 
+// slurmstepd, after each task is started: the extern step starts the
+// keeper; a VM job's other steps restrict what slurmstepd still executes.
 extern "C" int slurm_spank_task_post_fork(spank_t sp, int, char**) {
-    return dispatch("extern step",
-                    [&] { return spank_context() == S_CTX_REMOTE ? svm::spank::on_extern_task(sp) : 0; });
+    return dispatch("post fork",
+                    [&] { return spank_context() == S_CTX_REMOTE ? svm::spank::on_task_post_fork(sp) : 0; });
 }
 
 // In the task, as root, before Slurm drops to the step's user: for

@@ -5,11 +5,12 @@
 
 namespace svm::spank {
 
-int on_extern_task(spank_t sp) {
+int on_task_post_fork(spank_t sp) {
     SlurmHost host(sp);
     TaskIds ids;
-    if (!host.task_ids(ids) || !ids.extern_step) return 0;
-    start_keeper_for(host, options().config, ids, ::getpid());
+    if (!host.task_ids(ids)) return 0;
+    if (ids.extern_step) start_keeper_for(host, options().config, ids, ::getpid());
+    else guard_step(host, options(), ids);
     return 0;
 }
 

@@ -1,4 +1,6 @@
 // svm::PluginHost over spank_t: the only file that asks Slurm for anything.
+#include <dlfcn.h>
+
 #include <cstring>
 
 extern "C" {
@@ -6,6 +8,7 @@ extern "C" {
 }
 
 #include "error.hpp"
+#include "exec_guard.hpp"
 #include "slurm_host.hpp"
 
 namespace svm::spank {
@@ -40,6 +43,17 @@ void SlurmHost::set_task_env(const std::string& name, const std::string& value) 
 
 void SlurmHost::unset_task_env(const std::string& name) { spank_unsetenv(sp_, name.c_str()); }
 
+std::vector<std::string> SlurmHost::task_env_names() {
+    std::vector<std::string> names;
+    char** env = nullptr;
+    if (spank_get_item(sp_, S_JOB_ENV, &env) != ESPANK_SUCCESS || !env) return names;
+    for (char** e = env; *e; ++e) {
+        std::string v(*e);
+        names.push_back(v.substr(0, v.find('=')));
+    }
+    return names;
+}
+
 void SlurmHost::wrap_task(const std::string& exec) {
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
     // Slurm 23.11+: the clean interface, argv becomes [slurm-vm-exec, cmd...].
@@ -57,6 +71,24 @@ void SlurmHost::wrap_task(const std::string& exec) {
     set_task_env("SLURM_VM_ARGV0", argv[0]);
     argv[0] = strdup(exec.c_str());
 #endif
+}
+
+std::vector<std::string> SlurmHost::site_task_scripts() {
+    // slurmstepd's own configuration (libslurm's slurm_conf, not in Slurm's
+    // public headers: looked up, so that a process without it loads us still).
+    std::vector<std::string> out;
+    auto* conf = static_cast<const slurm_conf_t*>(::dlsym(RTLD_DEFAULT, "slurm_conf"));
+    if (!conf) return out;
+    for (const char* s : {conf->task_prolog, conf->task_epilog})
+        if (s && *s) out.emplace_back(s);
+    return out;
+}
+
+void SlurmHost::restrict_exec(const std::vector<std::string>& allowed) {
+    std::string why = allow_exec_only(allowed);
+    if (!why.empty())
+        log_error("the host side of this VM job's step may execute any program (" + why +
+                  "): a --task-prolog or --task-epilog given with srun would run on the host");
 }
 
 std::string SlurmHost::requested_image() {

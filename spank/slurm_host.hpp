@@ -24,7 +24,10 @@ public:
     std::optional<std::string> task_env(const std::string& name) override;
     void set_task_env(const std::string& name, const std::string& value) override;
     void unset_task_env(const std::string& name) override;
+    std::vector<std::string> task_env_names() override;
     void wrap_task(const std::string& exec) override;
+    std::vector<std::string> site_task_scripts() override;
+    void restrict_exec(const std::vector<std::string>& allowed) override;
     std::string requested_image() override;
     void log_info(const std::string& msg) override;
     void log_error(const std::string& msg) override;
@@ -42,7 +45,7 @@ struct spank_option* image_option();
 // Context handlers: 0 or -1, as Slurm expects; they may throw (the entry
 // points catch and log).
 int on_submit(spank_t sp);           // local, allocator
-int on_extern_task(spank_t sp);      // remote, extern step, after fork
+int on_task_post_fork(spank_t sp);   // remote, after fork: extern step, other steps
 int on_task_privileged(spank_t sp);  // remote, every task, still root
 int on_task(spank_t sp);             // remote, every task, as the user
 

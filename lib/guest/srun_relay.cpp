@@ -15,10 +15,11 @@
 #include <random>
 
 #include "error.hpp"
+#include "exec_guard.hpp"
 #include "fs.hpp"
 #include "guest_signals.hpp"
 #include "proc.hpp"
-#include "srun_request.hpp"
+#include "srun_options.hpp"
 
 namespace svm {
 
@@ -70,16 +71,14 @@ exit "${rc:-1}"
 namespace {
 // How the host's srun runs for the guest: in the batch step's environment
 // (srun starts a step of this job) less the plugin's own variables of the
-// batch task, in the guest's working directory when the host has it.
+// batch task and what srun_env_refused names (twins of the options a guest
+// may not give), in the guest's working directory when the host has it.
 SpawnOptions srun_spawn_options(const std::string& cwd, int out_fd, int err_fd) {
     SpawnOptions o;
     o.env.emplace();
     for (char** e = environ; *e; ++e) {
         std::string v(*e);
-        bool ours = false;
-        for (const char* name : {"SLURM_VM_PLAN=", "SLURM_VM_BATCH=", "SLURM_VM_ARGV0=", "SLURM_VM_PREPENDED="})
-            ours = ours || v.rfind(name, 0) == 0;
-        if (!ours) o.env->push_back(std::move(v));
+        if (!srun_env_refused(v.substr(0, v.find('=')))) o.env->push_back(std::move(v));
     }
     o.cwd = cwd;
     o.cwd_missing_note = "srun: slurm-vm: " + cwd + " does not exist on the host; running in the job's directory\n";
@@ -103,19 +102,6 @@ struct SrunRelay::Run {
 };
 
 namespace {
-
-bool read_line(int fd, std::string& line, size_t max = kSrunLineMax) {
-    line.clear();
-    char c;
-    while (line.size() < max) {
-        ssize_t n = ::read(fd, &c, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        if (c == '\n') return true;
-        line += c;
-    }
-    return false;
-}
 
 bool write_all(int fd, const char* p, size_t n) {
     while (n > 0) {
@@ -149,7 +135,14 @@ std::string new_token() {
 
 }  // namespace
 
-SrunRelay::SrunRelay(const std::string& tmp_dir) {
+namespace {
+std::string system_srun() {
+    std::string f = find_in_path("srun", kTrustedPath);
+    return f.empty() ? "/usr/bin/srun" : f;  // spawn reports it missing
+}
+}  // namespace
+
+SrunRelay::SrunRelay(const std::string& tmp_dir, const std::string& srun) : srun_(srun.empty() ? system_srun() : srun) {
     std::string tmpl = path_join(tmp_dir, "slurm-vm-srun.XXXXXX");
     std::vector<char> b(tmpl.begin(), tmpl.end());
     b.push_back('\0');
@@ -200,48 +193,50 @@ void SrunRelay::serve() {
 }
 
 namespace {
-// The request's n NUL-terminated fields (the working directory, then srun's
-// arguments); nullopt when the peer goes away or sends more than 8 MiB.
-std::optional<std::vector<std::string>> read_fields(int fd, long n) {
-    std::string bytes;
-    long nuls = 0;
-    char c;
-    while (nuls < n) {
-        ssize_t r = ::read(fd, &c, 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || bytes.size() >= kSrunFieldsMaxBytes) return std::nullopt;
-        bytes += c;
-        if (c == '\0') ++nuls;
+// Reads one request, as parse_relay_request frames it: nullopt when the peer
+// goes away first or sends what cannot be one (answered "ERR ...").
+std::optional<RelayRequest> read_request(int fd) {
+    std::string buf;
+    char chunk[4096];
+    for (;;) {
+        RelayRequest r = parse_relay_request(buf);
+        if (r.status == RelayRequest::Status::complete) return r;
+        if (r.status == RelayRequest::Status::bad) {
+            write_all(fd, "ERR " + r.error + "\n");
+            return std::nullopt;
+        }
+        ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        buf.append(chunk, static_cast<size_t>(n));
     }
-    return split_srun_fields(bytes, n);
 }
 }  // namespace
 
 void SrunRelay::handle(int fd) {
-    std::string line;
-    if (!read_line(fd, line)) return;
-    SrunRequestLine req = parse_srun_request_line(line);
-    const std::string& verb = req.verb;
-    if (verb == "SRUN") {
-        if (req.count == 0) {
-            write_all(fd, "ERR bad request\n");
+    std::optional<RelayRequest> req = read_request(fd);
+    if (!req) return;
+    if (req->verb == "SRUN") {
+        std::vector<std::string> args(req->fields.begin() + 1, req->fields.end());
+        std::string why = check_guest_srun_args(args);
+        if (!why.empty()) {
+            write_all(fd, "ERR " + why + "\n");
             return;
         }
-        if (auto fields = read_fields(fd, req.count)) run_srun(fd, *fields);
+        run_srun(fd, req->fields);
         return;
     }
-    const std::string& token = req.token;
     std::shared_ptr<Run> run;
     {
         std::lock_guard<std::mutex> g(mu_);
-        auto it = runs_.find(token);
+        auto it = runs_.find(req->token);
         if (it != runs_.end()) run = it->second;
     }
     if (!run) return;
-    if (verb == "STDERR") {
+    if (req->verb == "STDERR") {
         pump(run->err_fd, fd);
         ::close(run->err_fd);
-    } else if (verb == "WAIT") {
+    } else if (req->verb == "WAIT") {
         int status;
         {
             std::unique_lock<std::mutex> g(run->mu);
@@ -250,9 +245,9 @@ void SrunRelay::handle(int fd) {
         }
         write_all(fd, std::to_string(status) + "\n");
         std::lock_guard<std::mutex> g(mu_);
-        runs_.erase(token);
-    } else if (verb == "SIGNAL") {
-        int sig = forwarded_signal_number(req.signal);
+        runs_.erase(req->token);
+    } else if (req->verb == "SIGNAL") {
+        int sig = forwarded_signal_number(req->signal);
         std::lock_guard<std::mutex> g(run->mu);
         if (sig && !run->done) ::kill(run->pid, sig);
     }
@@ -270,7 +265,9 @@ void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
     std::vector<std::string> argv{"srun"};
     argv.insert(argv.end(), fields.begin() + 1, fields.end());
     try {
-        run->pid = spawn(argv, srun_spawn_options(fields[0], out[1], err[1]));
+        SpawnOptions o = srun_spawn_options(fields[0], out[1], err[1]);
+        o.program = srun_;
+        run->pid = spawn(argv, o);
     } catch (const Error&) {
         run->pid = -1;
     }

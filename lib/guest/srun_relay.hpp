@@ -18,7 +18,10 @@
 //   "STDERR <token>\n": srun's stderr;
 //   "WAIT <token>\n": "<exit status>\n" once srun ends;
 //   "SIGNAL <token> <NAME>\n": forwards a signal (INT, TERM, ...) to srun.
-// srun's stdin is /dev/null, as a batch script's usually is.
+// srun's stdin is /dev/null, as a batch script's usually is. The request is
+// framed by parse_relay_request and srun's arguments are checked by
+// check_guest_srun_args (lib/guest/srun_options.hpp): options that only shape
+// the step; anything else is answered "ERR <sentence>".
 #pragma once
 #include <map>
 #include <memory>
@@ -34,11 +37,14 @@ namespace svm {
 // (lib/guest/seed.cpp) on every boot.
 std::string guest_srun_shim();
 inline constexpr const char* kGuestSrunDir = "/usr/local/lib/slurm-vm/bin";
+inline constexpr const char* kTrustedPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 class SrunRelay {
 public:
     // Listens on a new Unix socket in a private directory under tmp_dir.
-    explicit SrunRelay(const std::string& tmp_dir = "/tmp");
+    // srun: the program run for the guest; "" for the first srun in the
+    // system's directories (kTrustedPath), never the job's PATH.
+    explicit SrunRelay(const std::string& tmp_dir = "/tmp", const std::string& srun = "");
     ~SrunRelay();
     SrunRelay(const SrunRelay&) = delete;
     SrunRelay& operator=(const SrunRelay&) = delete;
@@ -52,7 +58,7 @@ private:
     void serve();
     void handle(int fd);
     void run_srun(int fd, const std::vector<std::string>& fields);
-    std::string dir_, socket_;
+    std::string dir_, socket_, srun_;
     int listen_fd_ = -1;
     int stop_pipe_[2] = {-1, -1};
     std::thread thread_;

@@ -155,8 +155,7 @@ void sync_for_save(const JobPlan& p, const TaskInvocation& t) {
     std::vector<std::string> sync_args = ssh_argv(p, t.self, false);
     sync_args.push_back("--");
     sync_args.push_back("sync");
-    RunOptions so;
-    so.env = t.env;
+    RunOptions so;  // this process's environment: the host side's (vm_exec.cpp)
     so.timeout_ms = 120000;
     RunResult sr = run(sync_args, so);
     if (sr.ok()) log::info("the guest's disk is synced; the job's epilog saves it to " + p.save_path);

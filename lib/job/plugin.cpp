@@ -6,6 +6,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "exec_guard.hpp"
 #include "fs.hpp"
 #include "guest_console.hpp"
 #include "image_check.hpp"
@@ -13,6 +14,8 @@
 #include "oci_image.hpp"
 #include "proc.hpp"
 #include "site_catalogue.hpp"
+#include "srun_options.hpp"
+#include "srun_relay.hpp"
 #include "vm_save.hpp"
 
 extern char** environ;
@@ -271,11 +274,47 @@ void route_task(PluginHost& host, const PluginOptions& opt, const TaskIds& ids) 
         return;
     }
     NodeConfig c = load_config(opt.config, f->node);
+    for (const auto& name : host.task_env_names())
+        if (host_unsafe_variable(name)) host.unset_task_env(name);
     host.set_task_env("SLURM_VM_PLAN", f->plan.plan_file());
     // (Unset for steps: an srun in the batch script passes the batch's on.)
     if (ids.batch_step) host.set_task_env("SLURM_VM_BATCH", "1");
     else host.unset_task_env("SLURM_VM_BATCH");
     host.wrap_task(path_join(c.libexec_dir, "slurm-vm-exec"));
+    // Before Slurm runs a --task-prolog (as the user, on the host) and the
+    // task's command.
+    host.restrict_exec(host_exec_allowed(host, c));
+}
+
+std::vector<std::string> host_exec_allowed(PluginHost& host, const NodeConfig& c) {
+    std::vector<std::string> programs = {path_join(c.libexec_dir, "slurm-vm-exec"), "/bin/sh",
+                                         find_in_path("ssh", kTrustedPath), find_in_path("srun", kTrustedPath)};
+    std::vector<std::string> out = {c.libexec_dir, "/bin/sh"};
+    for (const auto& p : programs) {
+        if (!p.empty()) out.push_back(p);
+        std::string interp = elf_interpreter(p);
+        if (!interp.empty()) out.push_back(interp);
+    }
+    for (const auto& script : host.site_task_scripts()) {
+        out.push_back(script);
+        std::string interp = elf_interpreter(script);
+        if (!interp.empty()) out.push_back(interp);
+        for (const auto& i : script_interpreters(script, kTrustedPath)) {
+            out.push_back(i);
+            std::string ii = elf_interpreter(i);
+            if (!ii.empty()) out.push_back(ii);
+        }
+    }
+    return out;
+}
+
+void guard_step(PluginHost& host, const PluginOptions& opt, const TaskIds& ids) {
+    static bool done = false;  // one slurmstepd, one step
+    if (ids.extern_step || done) return;
+    std::optional<FoundPlan> f = find_plan(host, opt.config, ids.job, ids.node_id);
+    if (!f) return;
+    done = true;
+    host.restrict_exec(host_exec_allowed(host, load_config(opt.config, f->node)));
 }
 
 }  // namespace svm

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "job_plan.hpp"
 
 namespace svm {
@@ -40,8 +41,15 @@ public:
     virtual std::optional<std::string> task_env(const std::string& name) = 0;
     virtual void set_task_env(const std::string& name, const std::string& value) = 0;
     virtual void unset_task_env(const std::string& name) = 0;
+    // The names in the task's environment.
+    virtual std::vector<std::string> task_env_names() = 0;
     // Runs `exec` in front of the task's command (argv becomes exec, cmd...).
     virtual void wrap_task(const std::string& exec) = 0;
+    // The site's TaskProlog and TaskEpilog (slurm.conf), those set.
+    virtual std::vector<std::string> site_task_scripts() = 0;
+    // Lets this thread and what it starts execute only `allowed` (files, and
+    // what lies beneath directories); logs when the kernel cannot.
+    virtual void restrict_exec(const std::vector<std::string>& allowed) = 0;
     // --vm-image as the remote side received it; "" if not given.
     virtual std::string requested_image() = 0;
     // Slurm's log (slurmd's or the command's stderr).
@@ -94,9 +102,23 @@ void start_keeper_for(PluginHost& host, const std::string& config, const TaskIds
 // SLURM_VM_CONSOLE_FD. Throws with the reason otherwise.
 void open_console_for(PluginHost& host, const PluginOptions& opt, const TaskIds& ids);
 
-// Every other task: wraps it in slurm-vm-exec when the job has a guest here;
-// throws when it asked for one (option or a required partition) and none was
-// prepared: a VM job never runs on the host.
+// Every other task: wraps it in slurm-vm-exec when the job has a guest here,
+// less the variables that would make a program on the host load the user's
+// code (host_unsafe_variable: LD_PRELOAD, ...; whatever step they come from,
+// a login node's srun --export included); throws when it asked for a guest
+// (option or a required partition) and none was prepared: a VM job never
+// runs on the host.
 void route_task(PluginHost& host, const PluginOptions& opt, const TaskIds& ids);
+
+// What the host side of a VM job's task may execute: slurm-vm-exec (the
+// libexec directory), the system's ssh and srun, /bin/sh (ssh's
+// ProxyCommand), their ELF interpreter, and the site's TaskProlog and
+// TaskEpilog with their interpreters. Nothing of the user's.
+std::vector<std::string> host_exec_allowed(PluginHost& host, const NodeConfig& c);
+
+// slurmstepd of a VM job's step (not the extern step's), once, after its tasks
+// are started: restricts what it still executes (a --task-epilog given with
+// srun, which slurmstepd runs on the host as the user) to host_exec_allowed.
+void guard_step(PluginHost& host, const PluginOptions& opt, const TaskIds& ids);
 
 }  // namespace svm

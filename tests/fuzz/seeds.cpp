@@ -13,7 +13,7 @@
 #include "job_record.hpp"
 #include "ledger.hpp"
 #include "record_form.hpp"
-#include "srun_request.hpp"
+#include "srun_options.hpp"
 #include "vf_pool.hpp"
 #include "vfio_binding.hpp"
 

@@ -32,7 +32,7 @@ TEST_CASE("srun in the guest runs through the relay: arguments, directory, outpu
     setenv("SLURM_VM_PLAN", "/plan.json", 1);
     setenv("SLURM_JOB_ID", "77", 1);
     {
-        svm::SrunRelay relay(dir);
+        svm::SrunRelay relay(dir, dir + "/bin/srun");
         relay.start();
         int port = 20000 + static_cast<int>(::getpid() % 20000);
         svm::RunOptions bg;

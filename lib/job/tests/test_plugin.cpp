@@ -5,6 +5,8 @@
 #include <unistd.h>
 #include "catch.hpp"
 
+#include <algorithm>
+
 #include <map>
 
 #include "fs.hpp"
@@ -27,8 +29,16 @@ struct FakeHost final : svm::PluginHost {
     }
     void set_task_env(const std::string& n, const std::string& v) override { task[n] = v; }
     void unset_task_env(const std::string& n) override { task.erase(n); }
+    std::vector<std::string> task_env_names() override {
+        std::vector<std::string> v;
+        for (const auto& [n, _] : task) v.push_back(n);
+        return v;
+    }
     void wrap_task(const std::string& exec) override { wrapped = exec; }
+    std::vector<std::string> site_task_scripts() override { return site_scripts; }
+    void restrict_exec(const std::vector<std::string>& a) override { exec_allowed = a; }
     std::string requested_image() override { return image; }
+    std::vector<std::string> site_scripts, exec_allowed;
     void log_info(const std::string& m) override { infos.push_back(m); }
     void log_error(const std::string& m) override { errors.push_back(m); }
 };
@@ -175,8 +185,21 @@ TEST_CASE("plugin: a task of a VM job is wrapped in slurm-vm-exec, the batch ste
     o.config = write_config(d.path());
     svm::JobPlan p = write_plan(d.path(), "node1", 90, 0);
     svm::TaskIds ids{90, 0, 4242, false, true};
+    // What would load the user's code into slurm-vm-exec on the host goes.
+    for (const char* n : {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "BASH_ENV", "BASH_FUNC_x%%"})
+        host.task[n] = "/home/u/evil";
+    host.task["HOME"] = "/home/u";
     svm::route_task(host, o, ids);
+    for (const char* n : {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "BASH_ENV", "BASH_FUNC_x%%"})
+        CHECK(host.task.count(n) == 0);
+    CHECK(host.task["HOME"] == "/home/u");
     CHECK(host.wrapped == "/opt/svm/libexec/slurm-vm-exec");
+    // What the host side may still execute: the project's, ssh's and the
+    // shell's programs, nothing under the user's directories.
+    REQUIRE_FALSE(host.exec_allowed.empty());
+    CHECK(host.exec_allowed[0] == "/opt/svm/libexec");
+    CHECK(std::find(host.exec_allowed.begin(), host.exec_allowed.end(), "/bin/sh") != host.exec_allowed.end());
+    for (const auto& a : host.exec_allowed) CHECK(a.rfind("/home", 0) != 0);
     CHECK(host.task["SLURM_VM_PLAN"] == p.plan_file());
     CHECK(host.task["SLURM_VM_BATCH"] == "1");
     // A step (srun in the script) inherits the batch's mark: it is removed.

@@ -1,0 +1,116 @@
+// The srun options a guest may hand to the host, and the relay's framing.
+#include "catch.hpp"
+
+#include <string>
+#include <vector>
+
+#include "srun_options.hpp"
+
+using svm::check_guest_srun_args;
+using Args = std::vector<std::string>;
+
+TEST_CASE("options that shape the step pass, the command after them is not looked at", "[srun]") {
+    for (const Args& a : {Args{"-N2", "hostname"}, Args{"--overlap", "-N1", "-n1", "sh", "-c", "x"},
+                          Args{"-N", "2", "--ntasks=4", "-l", "true"}, Args{"--nodes", "1", "--exclusive", "cmd"},
+                          Args{"-lu", "-c2", "cmd"}, Args{"--mpi=none", "--cpu-bind=cores", "-J", "n", "cmd"},
+                          Args{"-K", "cmd"}, Args{"-K1", "cmd"}, Args{"--kill-on-bad-exit=1", "cmd"},
+                          Args{"cmd", "--prolog=/x"}, Args{"--", "--prolog=/x"}, Args{"-w", "node[1-2]", "cmd"},
+                          Args{"--exclusive=user", "cmd"}, Args{"-vv", "cmd"}, Args{"--version"}, Args{}})
+        CHECK(check_guest_srun_args(a).empty());
+}
+
+TEST_CASE("options that run, open or copy something on the host are refused with one sentence", "[srun]") {
+    for (const Args& a : {Args{"--prolog=/usr/bin/env", "true"},
+                          Args{"--prolog", "/usr/bin/env", "true"},
+                          Args{"--epilog=/x", "t"},
+                          Args{"--task-prolog=/x", "t"},
+                          Args{"--task-epilog=/x", "t"},
+                          Args{"--export=ALL,LD_PRELOAD=/x", "t"},
+                          Args{"--vm-image=none", "t"},
+                          Args{"--vm-console", "t"},
+                          Args{"--vm-save=/x", "t"},
+                          Args{"--bcast=/x", "t"},
+                          Args{"--output=/home/u/.bashrc", "t"},
+                          Args{"-o", "/x", "t"},
+                          Args{"-e/x", "t"},
+                          Args{"-i", "/x", "t"},
+                          Args{"--chdir=/", "t"},
+                          Args{"-D/", "t"},
+                          Args{"--container=/b", "t"},
+                          Args{"--multi-prog", "f"},
+                          Args{"--jobid=7", "t"},
+                          Args{"--network=x", "t"},
+                          Args{"--x11", "t"},
+                          Args{"--propagate=ALL", "t"},
+                          Args{"--pty", "bash"},
+                          Args{"-p", "other", "t"},
+                          Args{"--task-pro=/x", "t"},
+                          Args{"--pro=/x", "t"},
+                          Args{"-lo/x", "t"},
+                          Args{"--send-libs", "t"},
+                          Args{"--mpi=../../tmp/x", "t"},
+                          Args{"--mpi=", "t"},
+                          Args{"-N"},
+                          Args{"--nodes"},
+                          Args{"--label=1", "t"},
+                          Args{"-J", "a\nAdminComment=x", "t"},
+                          Args{"--=x", "t"},
+                          Args{"--spank-anything=x", "t"}}) {
+        std::string why = check_guest_srun_args(a);
+        INFO(a[0]);
+        CHECK_FALSE(why.empty());
+        CHECK(why.find('\n') == std::string::npos);
+    }
+    CHECK(check_guest_srun_args({"--prolog=/usr/bin/env", "true"}) ==
+          "option --prolog is not available inside a VM job (srun there takes only options that shape the step: see "
+          "the README)");
+    CHECK(check_guest_srun_args({"-N1", "-o", "x", "t"}).find("option -o is not available") == 0);
+}
+
+TEST_CASE("the batch step's environment reaches the host's srun without option twins", "[srun]") {
+    for (const char* n : {"SLURM_TASK_PROLOG",
+                          "SLURM_TASK_EPILOG",
+                          "SLURM_PROLOG",
+                          "SLURM_EPILOG",
+                          "SLURM_BCAST",
+                          "SLURM_EXPORT_ENV",
+                          "SRUN_EXPORT_ENV",
+                          "SLURM_STDOUTMODE",
+                          "SRUN_OUTPUT",
+                          "SLURM_CONTAINER",
+                          "SLURM_VM_IMAGE",
+                          "SLURM_VM_PLAN",
+                          "SLURM_SPANK_VM_IMAGE",
+                          "_SLURM_SPANK_OPTION_slurm_vm_vm_image",
+                          "LD_PRELOAD",
+                          "LD_LIBRARY_PATH",
+                          "LD_AUDIT",
+                          "GCONV_PATH",
+                          "BASH_ENV",
+                          "BASH_FUNC_srun%%",
+                          "SLURM_WORKING_DIR"})
+        CHECK(svm::srun_env_refused(n));
+    for (const char* n : {"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_NODELIST", "SLURM_STEP_ID", "PATH", "HOME", "LANG"})
+        CHECK_FALSE(svm::srun_env_refused(n));
+}
+
+TEST_CASE("the relay's framing: complete, incomplete and bad requests, bounded", "[srun]") {
+    using S = svm::RelayRequest::Status;
+    std::string srun = std::string("SRUN 3\n/w\0-N1\0true\0", 19);
+    auto r = svm::parse_relay_request(srun);
+    REQUIRE(r.status == S::complete);
+    CHECK(r.verb == "SRUN");
+    CHECK(r.fields == Args{"/w", "-N1", "true"});
+    for (size_t n = 0; n < srun.size(); ++n) CHECK(svm::parse_relay_request(srun.substr(0, n)).status == S::incomplete);
+    r = svm::parse_relay_request("SIGNAL 0123abcd INT\n");
+    REQUIRE(r.status == S::complete);
+    CHECK(r.token == "0123abcd");
+    CHECK(r.signal == "INT");
+    CHECK(svm::parse_relay_request("WAIT 0123abcd\n").status == S::complete);
+    for (const char* b : {"SRUN 0\n", "SRUN -1\n", "SRUN 100001\n", "SRUN 1x\n", "SRUN\n", "WAIT\n", "WAIT ../x\n",
+                          "WAIT a b\n", "SIGNAL abc\n", "HELLO\n", "\n"})
+        CHECK(svm::parse_relay_request(b).status == S::bad);
+    CHECK(svm::parse_relay_request(std::string(svm::kRelayMaxLine, 'A')).status == S::bad);
+    std::string big = "SRUN 2\n" + std::string(svm::kRelayMaxRequest, 'a');
+    CHECK(svm::parse_relay_request(big).status == S::bad);
+}
