@@ -113,8 +113,11 @@ void summarize(Group& g, std::set<std::string>& summarized) {
 std::string grouped_text(const json_t* root, const json_t* vm, const std::vector<Group>& groups,
                          const std::set<std::string>& summarized, const std::vector<std::string>& gone, size_t budget,
                          bool& omitted) {
-    Json out(json_deep_copy(root));
-    json_t* gvm = json_deep_copy(vm);
+    // Shallow copies (only their own keys change): a deep copy of every
+    // node's entry, thrown away at once, took most of the time of a large
+    // record (fuzz-vm_record: 90,000 nodes).
+    Json out(json_copy(const_cast<json_t*>(root)));
+    json_t* gvm = json_copy(const_cast<json_t*>(vm));
     json_object_set_new(out.get(), "slurm_vm", gvm);
     json_object_set_new(gvm, "form", json_string("grouped"));
     if (!summarized.empty()) {

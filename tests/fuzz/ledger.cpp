@@ -51,7 +51,7 @@ void read_record(const svm::LedgerEntry& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::optional<svm::Ledger> ledger;
     try {
-        ledger = svm::Ledger::parse(svm::fuzz::text(data, size), "job_42.json", 42);
+        ledger = svm::Ledger::parse(svm::fuzz::text(data, size), "job_4242.json", 4242);
     } catch (const svm::Error&) {
         return 0;  // refused
     }

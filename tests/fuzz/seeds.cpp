@@ -116,9 +116,9 @@ void ledgers() {
     }
     seed("ledger", "job_4242.json", read_file(path));
     seed("ledger", "old-records.json",
-         R"({"job_id":42,"entries":[{"kind":"ip_lease","data":{"file":"/run/slurm-vm/leases/10.213.0.12",)"
-         R"("owner":"job 42 on node2","recorded_at":1}},{"kind":"net_filter","data":{"lease_dir":)"
-         R"("/run/slurm-vm/leases","netns":"","table":"svm_job_42","job":42,"recorded_at":1}}]})");
+         R"({"job_id":4242,"entries":[{"kind":"ip_lease","data":{"file":"/run/slurm-vm/leases/10.213.0.12",)"
+         R"("owner":"job 4242 on node2","recorded_at":1}},{"kind":"net_filter","data":{"lease_dir":)"
+         R"("/run/slurm-vm/leases","netns":"","table":"svm_job_4242","job":4242,"recorded_at":1}}]})");
     remove_tree(tmpl);
 }
 
