@@ -70,6 +70,14 @@ const SrunOption* find_short(char c) {
     return nullptr;
 }
 
+// A sentence for the guest's srun, which reads one line: the guest's own
+// bytes in it (an option's name) without control characters.
+std::string one_line(std::string s) {
+    for (char& c : s)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return s;
+}
+
 std::string refusal(const std::string& option) {
     return "option " + option +
            " is not available inside a VM job (srun there takes only options that shape the step: " + "see the README)";
@@ -126,7 +134,7 @@ std::string check_guest_srun_args(const std::vector<std::string>& args) {
         const std::string& a = args[i];
         if (a == "--" || a.size() < 2 || a[0] != '-') return "";  // the command follows
         std::string why = a[1] == '-' ? check_long(args, i) : check_short(args, i);
-        if (!why.empty()) return why;
+        if (!why.empty()) return one_line(why);
     }
     return "";
 }
@@ -172,7 +180,7 @@ namespace {
 RelayRequest bad(std::string why) {
     RelayRequest r;
     r.status = RelayRequest::Status::bad;
-    r.error = std::move(why);
+    r.error = one_line(std::move(why));
     return r;
 }
 

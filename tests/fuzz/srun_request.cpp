@@ -3,8 +3,17 @@
 // batch step, which runs as the job's user on the host. Properties: a
 // complete request has a known verb; an SRUN request's fields hold no NUL and
 // fit in the bytes sent; a refusal of the request or of its options is one
-// printable sentence.
+// line without control characters (the guest's srun reads one line).
 #include "fuzz.hpp"
+
+namespace {
+// One line for the guest's srun: no control character (UTF-8 may stay).
+bool one_line(const std::string& s) {
+    for (unsigned char c : s)
+        if (c < 0x20 || c == 0x7f) return false;
+    return !s.empty();
+}
+}  // namespace
 #include "srun_options.hpp"
 
 using svm::fuzz::require;
@@ -13,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string in = svm::fuzz::text(data, size);
     svm::RelayRequest r = svm::parse_relay_request(in);
     if (r.status == svm::RelayRequest::Status::bad) {
-        require(!r.error.empty() && svm::fuzz::printable_ascii(r.error), "a refusal is a printable sentence");
+        require(one_line(r.error), "a refusal is one line");
         return 0;
     }
     if (r.status != svm::RelayRequest::Status::complete) return 0;
@@ -29,6 +38,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     require(total <= in.size(), "fields within the bytes sent");
     std::vector<std::string> args(r.fields.begin() + 1, r.fields.end());
     std::string why = svm::check_guest_srun_args(args);
-    require(why.empty() || svm::fuzz::printable_ascii(why), "a refusal is a printable sentence");
+    require(why.empty() || one_line(why), "a refusal is one line");
     return 0;
 }

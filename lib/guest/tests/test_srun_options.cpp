@@ -114,3 +114,13 @@ TEST_CASE("the relay's framing: complete, incomplete and bad requests, bounded",
     std::string big = "SRUN 2\n" + std::string(svm::kRelayMaxRequest, 'a');
     CHECK(svm::parse_relay_request(big).status == S::bad);
 }
+
+TEST_CASE("a refusal naming the guest's bytes is one line without control characters", "[srun]") {
+    // Found by fuzz-srun_request: an option of the guest's made of control
+    // bytes came back in the refusal as they were; the guest's srun reads
+    // one line ("ERR ..."), so a newline in it would end the answer early.
+    std::string why = check_guest_srun_args({std::string("--\xff\x1b[2J\nover", 12), "hostname"});
+    REQUIRE_FALSE(why.empty());
+    for (unsigned char c : why) CHECK((c >= 0x20 && c != 0x7f));
+    CHECK(why.find("--\xff?[2J?over") != std::string::npos);
+}
