@@ -7,7 +7,7 @@
 # now read the job as JSON (the fields apart) and check what they read
 # (bounded, against the record's schema); only slurm-vm's keys reach sacct.
 #  1. A forged job name and an AdminComment-looking --comment, on a job that
-#     runs; while it runs, `scancel --signal=USR1` (the job carries
+#     runs; while it runs, `scancel -b --signal=USR1` (the job carries
 #     SIGNALING, which Slurm 22.05's `squeue -t R` leaves out) and an
 #     immediate `slurm-vm sweep` of its node: the job survives.
 #  2. A forged grouped record with a 10^10-name host list in the job name, on
@@ -59,11 +59,11 @@ scontrol show job "$id" | grep -q "^AdminComment=.*forged_by" ||
 
 # The sweep right after a signal: the job is RUNNING with SIGNALING while
 # slurmctld delivers it.
-as_user "$SVM_USER" scancel --signal=USR1 "$id"
+as_user "$SVM_USER" scancel -b --signal=USR1 "$id"
 sweep_out="$("$sweep_bin" sweep --config "$conf" --node node1 2>&1)" || fail "sweep failed: $sweep_out"
 ! grep -qE "job $id( |:)" <<<"$sweep_out" || fail "sweep took signalled job $id for gone: $sweep_out"
 [[ -e "$SVM_STATE_ROOT/node1/job_$id" ]] || fail "job $id's state on node1 is gone after the sweep"
-wait_output "$wd/slurm-$id.out" "got USR1 in node1-vm" "scancel --signal=USR1 $id" 60
+wait_output "$wd/slurm-$id.out" "got USR1 in node1-vm" "scancel -b --signal=USR1 $id" 60
 touch "$wd/go"
 st="$(wait_job "$id" 300)"
 [[ "$st" == COMPLETED ]] || fail "job $id ended $st: $(cat "$wd/slurm-$id.out" 2>/dev/null)"
