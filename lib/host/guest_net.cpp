@@ -280,10 +280,12 @@ std::string segment_underlay_rules(const JobSegment& s) {
 void ensure_underlay_guard(const std::string& underlay_netns, int port) {
     // Made once per namespace by the first prolog; "create" makes concurrent
     // prologs race safely: one transaction wins, the others find the table.
+    const std::string list = std::string("list table ") + kUnderlayTable;
+    if (nft_accepts(underlay_netns, list)) return;
     try {
         load_nft_rules(underlay_netns, underlay_guard_rules(port));
     } catch (Error& e) {
-        if (nft_accepts(underlay_netns, std::string("list table ") + kUnderlayTable)) return;
+        if (nft_accepts(underlay_netns, list)) return;
         SVM_CONTEXT(e, "install the node's VXLAN guard (table " + std::string(kUnderlayTable) + ")");
         throw;
     }

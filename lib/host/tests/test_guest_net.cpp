@@ -1,6 +1,8 @@
 #include <unistd.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "catch.hpp"
 
@@ -422,4 +424,26 @@ TEST_CASE("on the kernel: only the kernels of the job's other nodes put frames i
     CHECK(Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out.find("jump job_83") !=
           std::string::npos);
     remove_segment(again.netns, again.underlay_netns, again.vxlan);
+}
+
+TEST_CASE("on the kernel: prologs that make the node's VXLAN guard at once make one", "[net][root]") {
+    REQUIRE(::geteuid() == 0);
+    Lab lab;
+    std::vector<std::thread> prologs;
+    std::atomic<int> failed{0};
+    for (int i = 0; i < 6; ++i)
+        prologs.emplace_back([&] {
+            try {
+                ensure_underlay_guard("svmtu-h1", 4789);
+            } catch (const Error&) {
+                ++failed;
+            }
+        });
+    for (auto& t : prologs) t.join();
+    CHECK(failed == 0);
+    std::string t = Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out;
+    CHECK(count_of(t, "vmap @vni_peers") == 1);
+    CHECK(count_of(t, "meta skuid") == 1);
+    ensure_underlay_guard("svmtu-h1", 4789);  // and again later: kept as it is
+    CHECK(Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out == t);
 }
