@@ -85,3 +85,33 @@ grep -qE "more than what its virtual size|changed while it was being checked|cha
 wait_clean "$id" 60
 no_node_drained
 pass "a growing image: job $id refused in $took s: $(grep -m1 -E 'more than|changed' <<<"$out")"
+
+# 4. The digest, once per job: a new version of an image (a fresh copy) on a
+# 2-node job is read by the head node's keeper only, as the user; the head's
+# entry carries what sha256sum says, the other node's none.
+fresh="$wd/fresh.qcow2"
+cp "$VM_TEST_IMAGE" "$fresh"; chown "$SVM_USER:" "$fresh"
+want="sha256:$(sha256sum <"$fresh" | cut -c1-64)"
+printf '#!/bin/sh\necho ran\n' >"$wd/ok.sh"; chmod 755 "$wd/ok.sh"; chown "$SVM_USER:" "$wd/ok.sh"
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -w node1,node2 --mem=1500 --vm-image="$fresh" \
+    --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" ok.sh)"
+[[ "$(wait_job "$id" 600)" == COMPLETED ]] || fail "job $id failed: $(cat "$wd/slurm-$id.out")"
+comment=""; end=$(( $(date +%s) + 60 ))
+while (( $(date +%s) < end )); do
+    comment="$(scontrol show job "$id" | sed -n 's/^ *AdminComment=//p' | head -n1)"
+    [[ "$comment" == *'"digest"'* ]] && break
+    sleep 1
+done
+python3 - "$comment" "$want" <<'PY' || fail "job $id's record: the head's digest should be $want, node2's none: $comment"
+import json, sys
+nodes = json.loads(sys.argv[1])["slurm_vm"]["nodes"]
+assert nodes["node1"]["digest"] == sys.argv[2], nodes
+assert "digest" not in nodes["node2"] and nodes["node2"]["image"] == nodes["node1"]["image"], nodes
+PY
+log_dir="$(cluster_setting log_dir /var/log/slurm-vm)"
+grep -q "image digest $want (as user $SVM_USER" "$log_dir/node1/job_$id.log" \
+    || fail "node1's keeper did not read the digest as $SVM_USER: $(grep -h digest "$log_dir/node1/job_$id.log")"
+! grep -q "image digest" "$log_dir/node2/job_$id.log" || fail "node2 read the image for a digest too"
+wait_clean "$id" 120
+no_node_drained
+pass "job $id: the image's digest read once, on the head node, as $SVM_USER: $want"
