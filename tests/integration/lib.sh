@@ -215,18 +215,18 @@ no_node_drained() {
 power_loss() {
     local node="$1" id="$2" p pidf="$SVM_CLUSTER_DIR/run/slurmd-$1.pid" ns
     p="$(cat "$pidf" 2>/dev/null || true)"
-    [[ -n "$p" ]] && kill -KILL "$p" 2>/dev/null
+    [[ -z "$p" ]] || kill -KILL "$p" 2>/dev/null || true
     for p in $(pgrep -f "slurmstepd: \[$id\." || true) $(pgrep -f "slurm-vm-keeper .*--job $id( |$)" || true) \
         $(pgrep -f "guest=slurm-vm-$id-$node" || true) $(pgrep -f "^slurm-vm-virtiofsd:job=$id:" || true); do
-        kill -KILL "$p" 2>/dev/null
+        kill -KILL "$p" 2>/dev/null || true
     done
     sleep 1
-    find "$SVM_STATE_ROOT/$node" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null
-    grep -rlsx "job $id on $node.*" "$SVM_STATE_ROOT"/leases-* | xargs -r rm -f
+    find "$SVM_STATE_ROOT/$node" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || true
+    { grep -rlsx "job $id on $node.*" "$SVM_STATE_ROOT"/leases-* || true; } | xargs -r rm -f
     for ns in $(ip netns list | awk '{print $1}' | grep -E "^svmj${id}n[0-9]+$" || true); do ip netns del "$ns"; done
-    ip -n "svmu-$node" link del "svx$(printf %x "$id")" 2>/dev/null
-    ip netns exec "svmu-$node" nft delete table bridge "svm_job_$id" 2>/dev/null
-    find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null
+    ip -n "svmu-$node" link del "svx$(printf %x "$id")" 2>/dev/null || true
+    ip netns exec "svmu-$node" nft delete table bridge "svm_job_$id" 2>/dev/null || true
+    find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null || true
     (cd / && env SVM_TEST_CLUSTER="$SVM_CLUSTER_DIR" SLURM_CONF="$SLURM_CONF" \
         /usr/sbin/slurmd -f "$SLURM_CONF" -N "$node" </dev/null) ||
         fail "slurmd $node did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-$node.log)"
