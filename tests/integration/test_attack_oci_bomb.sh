@@ -96,7 +96,7 @@ run_refused() {
     grep -qx RAN "$wd/slurm-$id.out" && fail "job $id ($3) ran"
     wait_clean "$id" 60
     no_node_drained
-    ls -a "$cache" | grep -q '^\.pull-' && fail "a pull of job $id is left in $cache: $(ls -a "$cache")"
+    compgen -G "$cache/.pull-*" >/dev/null && fail "a pull of job $id is left in $cache: $(ls -a "$cache")"
     [[ ! -e "$cache/${4#sha256:}" ]] || fail "job $id's image is in the cache"
     log "job $id ($3) failed in $((SECONDS - t0)) s: $(grep -m1 "$2" "$wd/slurm-$id.out")"
 }
