@@ -220,13 +220,21 @@ power_loss() {
         $(pgrep -f "guest=slurm-vm-$id-$node" || true) $(pgrep -f "^slurm-vm-virtiofsd:job=$id:" || true); do
         kill -KILL "$p" 2>/dev/null || true
     done
+    # Every other process of the job on the node (the extern step's sleep).
+    for p in $(cat /sys/fs/cgroup/*/slurm_"$node"/uid_*/job_"$id"/{,*/,*/*/}tasks 2>/dev/null || true); do
+        kill -KILL "$p" 2>/dev/null || true
+    done
     sleep 1
     find "$SVM_STATE_ROOT/$node" -mindepth 1 -maxdepth 1 -exec rm -rf {} + 2>/dev/null || true
     { grep -rlsx "job $id on $node.*" "$SVM_STATE_ROOT"/leases-* || true; } | xargs -r rm -f
     for ns in $(ip netns list | awk '{print $1}' | grep -E "^svmj${id}n[0-9]+$" || true); do ip netns del "$ns"; done
     ip -n "svmu-$node" link del "svx$(printf %x "$id")" 2>/dev/null || true
     ip netns exec "svmu-$node" nft delete table bridge "svm_job_$id" 2>/dev/null || true
-    find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null || true
+        [[ -z "$(find /sys/fs/cgroup -mindepth 4 -maxdepth 4 -path "*slurm_$node*" -name "job_$id")" ]] && break
+        sleep 1
+    done
     (cd / && env SVM_TEST_CLUSTER="$SVM_CLUSTER_DIR" SLURM_CONF="$SLURM_CONF" \
         /usr/sbin/slurmd -f "$SLURM_CONF" -N "$node" </dev/null) ||
         fail "slurmd $node did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-$node.log)"
