@@ -11,6 +11,7 @@
 #include "guest_console.hpp"
 #include "image_check.hpp"
 #include "irq_profile.hpp"
+#include "kernel_cmdline.hpp"
 #include "oci_image.hpp"
 #include "proc.hpp"
 #include "site_catalogue.hpp"
@@ -140,7 +141,7 @@ void check_vm_request(PluginOptions& opt, const std::optional<NodeConfig>& cfg, 
         if (opt.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
         check_boot_file(opt.initrd, "initrd", self_name());
     }
-    if (opt.cmdline.find('\n') != std::string::npos) SVM_THROW("--vm-cmdline must be a single line");
+    require_kernel_cmdline(opt.cmdline);
     if (!opt.save.empty()) {
         opt.save = absolute(proc, opt.save);
         check_save_path_as_self(opt.save);

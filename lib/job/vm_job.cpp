@@ -29,6 +29,7 @@
 #include "image_check.hpp"
 #include "irq_profile.hpp"
 #include "job_keys.hpp"
+#include "kernel_cmdline.hpp"
 #include "ledger.hpp"
 #include "log.hpp"
 #include "oci_image.hpp"
@@ -517,6 +518,7 @@ void check_request_as_user(Preparation& s) {
         if (!req.initrd.empty()) s.initrd_fd = open_boot_file_as_user(req.initrd, s.who, "initrd");
         if (!req.initrd.empty() && req.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
         if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
+        require_kernel_cmdline(req.cmdline);
         if (!req.save.empty()) check_save_path(req.save);
     } catch (const Error& e) {
         throw UserError(e);
