@@ -13,6 +13,7 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
     slurm_init(nullptr);
     job_info_msg_t* msg = nullptr;
     if (slurm_load_job(&msg, static_cast<uint32_t>(id), SHOW_ALL) != SLURM_SUCCESS) {
-        std::fprintf(stderr, "slurm-vm-job-info: job %llu: %s\n", id, slurm_strerror(slurm_get_errno()));
+        std::fprintf(stderr, "slurm-vm-job-info: job %llu: %s\n", id, slurm_strerror(errno));
         slurm_fini();
         return 1;
     }

@@ -230,6 +230,10 @@ power_loss() {
     for ns in $(ip netns list | awk '{print $1}' | grep -E "^svmj${id}n[0-9]+$" || true); do ip netns del "$ns"; done
     ip -n "svmu-$node" link del "svx$(printf %x "$id")" 2>/dev/null || true
     ip netns exec "svmu-$node" nft delete table bridge "svm_job_$id" 2>/dev/null || true
+    # The node's kernel firewall starts empty after a reboot: its underlay
+    # table (every job's chain in it) is gone; the next VM job's prolog makes
+    # it again.
+    ip netns exec "svmu-$node" nft delete table inet svm_underlay 2>/dev/null || true
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         find /sys/fs/cgroup -depth -type d -path "*slurm_$node*/job_$id*" -exec rmdir {} \; 2>/dev/null || true
         [[ -z "$(find /sys/fs/cgroup -mindepth 4 -maxdepth 4 -path "*slurm_$node*" -name "job_$id")" ]] && break

@@ -61,6 +61,10 @@ skopeo --insecure-policy copy --quiet --dest-tls-verify=false "oci:$tmp/layout:v
     fail "skopeo could not push the containerDisk to $SVM_REGISTRY"
 digest="$(skopeo --insecure-policy inspect --tls-verify=false --no-tags --format '{{.Digest}}' "docker://$ref")"
 log "pushed docker://$ref ($digest)"
+# The same bytes give the same digest: an entry an earlier run left in a
+# node's cache (a run cut short before its sweep) would make this run pull
+# nothing. Start from none, as an admin's cleaning would.
+for n in node1 node2; do rm -rf "/var/lib/slurm-vm/$n/oci/${digest#sha256:}"; done
 
 wd="$(workdir)"
 printf '#!/bin/bash\necho "HOSTNAME=$(hostname)"\n' >"$wd/job.sh"

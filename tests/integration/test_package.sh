@@ -70,6 +70,7 @@ cat >"$TMP/want-files" <<EOF
 /etc/slurm-vm/slurm-vm.json
 $PLUGIN
 /usr/libexec/slurm-vm/slurm-vm-exec
+/usr/libexec/slurm-vm/slurm-vm-job-info
 /usr/libexec/slurm-vm/slurm-vm-keeper
 /usr/sbin/slurm-vm
 /usr/sbin/slurm-vm-epilog
@@ -81,6 +82,7 @@ $PLUGIN
 /usr/share/man/man8/slurm-vm.8.gz
 /usr/share/man/man8/slurm-vm.spank.8.gz
 /usr/share/slurm-vm/slurm-vm.devices.schema.json
+/usr/share/slurm-vm/slurm-vm.record.schema.json
 /usr/share/slurm-vm/slurm-vm.schema.json
 EOF
 sort -o "$TMP/want-files" "$TMP/want-files"
@@ -96,7 +98,8 @@ fi
 ! grep -Eq 'svm-unit|svm-lab|/tests?/' "$TMP/paths" || fail "test files in the package"
 ! awk '$2 != "root/root"' "$TMP/contents" | grep -q . || fail "files not owned by root: $(awk '$2 != "root/root"' "$TMP/contents")"
 for f in /usr/sbin/slurm-vm /usr/sbin/slurm-vm-prolog /usr/sbin/slurm-vm-epilog \
-         /usr/libexec/slurm-vm/slurm-vm-keeper /usr/libexec/slurm-vm/slurm-vm-exec; do
+         /usr/libexec/slurm-vm/slurm-vm-keeper /usr/libexec/slurm-vm/slurm-vm-exec \
+         /usr/libexec/slurm-vm/slurm-vm-job-info; do
     grep -q "^-rwxr-xr-x .* \.$f\$" "$TMP/contents" || fail "$f is not mode 0755"
 done
 pass "contents: $(wc -l <"$TMP/files") files in the expected places, nothing else"
