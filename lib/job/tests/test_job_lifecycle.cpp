@@ -304,7 +304,7 @@ TEST_CASE("job lifecycle: the overlay is qemu-img's, copied from the node's one 
     CHECK(std::find(kept.begin(), kept.end(), "old0") == kept.end());
 }
 
-TEST_CASE("job lifecycle: a power loss empties state_dir; the overlay on disk is found by name", "[lifecycle]") {
+TEST_CASE("job lifecycle: after a power loss emptied state_dir the overlay on disk is found by name", "[lifecycle]") {
     REQUIRE(geteuid() == 0);
     Node n;
     recorded_kinds(n);

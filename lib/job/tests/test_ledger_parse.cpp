@@ -9,7 +9,7 @@
 #include "ledger.hpp"
 #include "support.hpp"
 
-TEST_CASE("ledger: parsed from its text as loaded from its file; refusals", "[core]") {
+TEST_CASE("ledger: parsed from its text as loaded from its file, and its refusals", "[core]") {
     svm::test::TempDir tmp("svm-ledger-parse");
     std::string path = svm::path_join(tmp.path(), "job_8.json");
     {
