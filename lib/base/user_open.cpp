@@ -73,7 +73,7 @@ void open_slot(Slot& s) {
     else if (!S_ISREG(f.st_mode)) s.failed = UserOpen::Failed::not_regular, s.st = f;
     else if (f.st_dev != s.st.st_dev || f.st_ino != s.st.st_ino) s.failed = UserOpen::Failed::replaced;
     if (s.failed != UserOpen::Failed::none) ::close(fd);
-    else s.fd = fd;
+    else s.fd = fd, s.st = f;
 }
 
 void open_slots(Job& j) {

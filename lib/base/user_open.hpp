@@ -21,7 +21,7 @@ struct UserOpen {
     UniqueFd fd;  // this process's descriptor, open for reading
     Failed failed = Failed::none;
     int err = 0;        // errno of the stat or open that failed
-    struct stat st {};  // a file: the path's, looked at before it was opened; a directory: the descriptor's
+    struct stat st {};  // the descriptor's (the opener's fstat); a file refused: the path's
 };
 
 // Opens every path as `as` would, each with its own outcome. A regular file
