@@ -16,6 +16,7 @@
 #include "error.hpp"
 #include "image_check.hpp"
 #include "support.hpp"
+#include "user_open.hpp"
 
 namespace {
 
@@ -23,14 +24,14 @@ namespace {
 struct StallFs {
     std::string dir;
     pid_t pid = -1;
-    explicit StallFs(const std::string& d) : dir(d) {
+    explicit StallFs(const std::string& d, const char* mode = "read") : dir(d) {
         int p[2];
         REQUIRE(::pipe(p) == 0);
         pid = ::fork();
         REQUIRE(pid >= 0);
         if (pid == 0) {
             ::dup2(p[1], 1);
-            ::execlp("python3", "python3", SVM_SOURCE_DIR "/tests/fixtures/stall_fs.py", dir.c_str(), "4194304",
+            ::execlp("python3", "python3", SVM_SOURCE_DIR "/tests/fixtures/stall_fs.py", dir.c_str(), "4194304", mode,
                      nullptr);
             _exit(127);
         }
@@ -90,4 +91,32 @@ TEST_CASE("the header is read through the deadline's child with the user's right
     CHECK(user.tail == self.tail);
     CHECK(user.st.st_ino == self.st.st_ino);
     CHECK(svm::look_at_image(fd.get(), svm::credentials_for(65534), 1000, img, false).head.empty());
+}
+
+TEST_CASE("a path whose lookup never returns: the opener is given up on in time, either kind", "[image][stall]") {
+    if (!can_mount_fuse()) FAIL("needs root and /dev/fuse (it mounts the stalling file system)");
+    svm::Credentials nobody = svm::credentials_for(65534);
+    for (svm::Opener how : {svm::Opener::shared, svm::Opener::forked}) {
+        svm::test::TempDir tmp("svm-stall");
+        StallFs fs(tmp.path(), "lookup");
+        std::vector<svm::UserOpen> f(1);
+        f[0].path = tmp.path() + "/img";
+        auto t0 = std::chrono::steady_clock::now();
+        CHECK_FALSE(svm::open_as_user(nobody, f, 1000, how));
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        CHECK(s < 1.0 + 2.0 + 1.0);  // the deadline, the grace to reap, a fork
+        CHECK_FALSE(f[0].fd);
+    }
+    svm::test::TempDir tmp("svm-stall");
+    StallFs fs(tmp.path(), "lookup");
+    std::string reason;
+    try {
+        svm::ImagePolicy policy;
+        policy.qemu_img_timeout_ms = 1000;
+        svm::open_image_as_user(tmp.path() + "/img", nobody, policy);
+    } catch (const svm::Error& e) {
+        reason = e.reason();
+    }
+    CHECK(reason ==
+          tmp.path() + "/img could not be opened by user nobody within 1 s; check that its file system responds");
 }
