@@ -240,6 +240,23 @@ pid_t fork_child(const Prepared& p) {
     return pid;
 }
 
+// Reaps a child killed with SIGKILL, waiting at most grace_ms: one stuck in
+// a file system's uninterruptible wait (a FUSE daemon that took a read and
+// never answers) cannot die, and the caller must not wait with it. It is
+// left a child of this process, reaped by init once this process ends.
+constexpr int kKilledGraceMs = 2000;
+
+void reap_killed(pid_t pid, int& st, int grace_ms) {
+    for (long end = now_ms() + grace_ms;; ::usleep(2000)) {
+        pid_t w = ::waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR)) return;
+        if (now_ms() >= end) {
+            st = SIGKILL;  // reads as killed
+            return;
+        }
+    }
+}
+
 RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms,
                   size_t max_output = 0) {
     RunResult r;
@@ -309,7 +326,7 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
         if (fd >= 0) ::close(fd);
     int st = 0;
     if (r.timed_out || r.truncated) {
-        ::waitpid(pid, &st, 0);
+        reap_killed(pid, st, kKilledGraceMs);
     } else {
         // Output closed; the child may still be running (it closed its fds).
         for (;;) {
@@ -319,7 +336,7 @@ RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::strin
             if (now_ms() > deadline) {
                 r.timed_out = true;
                 ::kill(pid, SIGKILL);
-                ::waitpid(pid, &st, 0);
+                reap_killed(pid, st, kKilledGraceMs);
                 break;
             }
             ::usleep(2000);

@@ -73,7 +73,7 @@ void open_slot(Slot& s) {
     else if (!S_ISREG(f.st_mode)) s.failed = UserOpen::Failed::not_regular, s.st = f;
     else if (f.st_dev != s.st.st_dev || f.st_ino != s.st.st_ino) s.failed = UserOpen::Failed::replaced;
     if (s.failed != UserOpen::Failed::none) ::close(fd);
-    else s.fd = fd;
+    else s.fd = fd, s.st = f;
 }
 
 void open_slots(Job& j) {
@@ -95,38 +95,67 @@ __attribute__((no_sanitize("address"))) int shared_opener(void* arg) {
     return 0;
 }
 
-bool in_shared_opener(Job& j, int timeout_ms) {
-    constexpr size_t kStack = 64 * 1024;
-    std::unique_ptr<char[]> stack(new char[kStack]);
-    int dumpable = ::prctl(PR_GET_DUMPABLE);
-    pid_t tid = 0;
+// What the opener's thread and the caller share. It outlives a caller that
+// gave up: an opener killed inside a file system that took its request and
+// never answers (a FUSE lookup) cannot die, and its thread, suspended by
+// CLONE_VFORK, stays with it.
+struct Opening {
+    static constexpr size_t kStack = 64 * 1024;
+    std::unique_ptr<char[]> stack{new char[kStack]};
     std::mutex m;
     std::condition_variable cv;
-    bool finished = false, killed = false;
-    // CLONE_VFORK suspends this thread until the opener ends: a thread of
-    // its own ends it on time.
-    std::thread watchdog([&] {
-        std::unique_lock<std::mutex> l(m);
-        if (cv.wait_for(l, std::chrono::milliseconds(timeout_ms), [&] { return finished; })) return;
-        killed = true;
-        pid_t t = __atomic_load_n(&tid, __ATOMIC_SEQ_CST);
-        if (t > 0) ::kill(t, SIGKILL);
-    });
-    pid_t pid = ::clone(shared_opener, stack.get() + kStack,
-                        CLONE_VM | CLONE_FILES | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &j, &tid);
-    int clone_errno = errno;
+    pid_t tid = 0;
+    bool started = false, abandoned = false;
+    bool exited = false;    // the opener has ended (not yet reaped: its id is still its own)
+    bool finished = false;  // and is reaped
+    int clone_errno = 0;
+};
+
+constexpr int kKilledGraceMs = 2000;
+
+// The opener's thread: clones it (suspended until it ends), reaps it.
+void run_opener(const std::shared_ptr<Opening>& o, Job* j) {
     {
-        std::lock_guard<std::mutex> l(m);
-        finished = true;
+        std::lock_guard<std::mutex> l(o->m);
+        if (o->abandoned) return;  // j is gone
+        o->started = true;
     }
-    cv.notify_all();
-    watchdog.join();
-    if (pid < 0) SVM_THROW(errno_message("clone", clone_errno));
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    pid_t pid = ::clone(shared_opener, o->stack.get() + Opening::kStack,
+                        CLONE_VM | CLONE_FILES | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, j, &o->tid);
+    int err = errno;
+    {
+        std::lock_guard<std::mutex> l(o->m);
+        o->clone_errno = pid < 0 ? err : 0;
+        o->exited = true;
+    }
+    while (pid > 0 && ::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    std::lock_guard<std::mutex> l(o->m);
+    o->finished = true;
+    o->cv.notify_all();
+}
+
+// Runs the opener on a thread of its own; false when it did not finish in
+// timeout_ms. It is killed then; one that does not die within 2 s is left
+// behind with its thread, and our memory stays undumpable (the user's
+// process sharing it gives the user no way in).
+bool in_shared_opener(Job& j, int timeout_ms) {
+    auto o = std::make_shared<Opening>();
+    int dumpable = ::prctl(PR_GET_DUMPABLE);
+    std::thread(run_opener, o, &j).detach();
+    std::unique_lock<std::mutex> l(o->m);
+    bool in_time = o->cv.wait_for(l, std::chrono::milliseconds(timeout_ms), [&] { return o->finished; });
+    if (!in_time) {
+        if (!o->started) o->abandoned = true;
+        pid_t t = __atomic_load_n(&o->tid, __ATOMIC_SEQ_CST);
+        if (t > 0 && !o->exited) ::kill(t, SIGKILL);
+        if (!o->started || !o->cv.wait_for(l, std::chrono::milliseconds(kKilledGraceMs), [&] { return o->finished; }))
+            return false;
     }
     // Becoming the user left our shared memory undumpable: as it was.
     if (dumpable >= 0) ::prctl(PR_SET_DUMPABLE, dumpable);
-    if (killed) return false;
+    if (o->clone_errno) SVM_THROW(errno_message("clone", o->clone_errno));
+    if (!in_time) return false;
     if (!j.done) SVM_THROW("could not take the identity of uid " + std::to_string(j.uid) + " to open its files");
     return true;
 }

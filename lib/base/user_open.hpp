@@ -21,7 +21,7 @@ struct UserOpen {
     UniqueFd fd;  // this process's descriptor, open for reading
     Failed failed = Failed::none;
     int err = 0;        // errno of the stat or open that failed
-    struct stat st {};  // a file: the path's, looked at before it was opened; a directory: the descriptor's
+    struct stat st {};  // the descriptor's (the opener's fstat); a file refused: the path's
 };
 
 // Opens every path as `as` would, each with its own outcome. A regular file
@@ -31,7 +31,8 @@ struct UserOpen {
 //
 // The opener is a process with the user's uid, gid and groups and no
 // capability that shares this process's memory and descriptor table
-// (clone(2): CLONE_VM, CLONE_FILES, CLONE_VFORK) and makes system calls only.
+// (clone(2): CLONE_VM, CLONE_FILES, CLONE_VFORK, from a thread of its own
+// that it suspends) and makes system calls only.
 // No copy of this process is made: fork's page tables and the copy-on-write
 // faults after it cost milliseconds, tens on a virtual machine. A user can
 // neither trace nor signal it into doing anything else: becoming the user
@@ -40,8 +41,10 @@ struct UserOpen {
 // traceable by that user, a forked copy opens the paths instead.
 //
 // False when the opener did not finish within timeout_ms (it is killed, and
-// no outcome is set): a file system that does not answer. Throws when it
-// could not become the user.
+// no outcome is set): a file system that does not answer. An opener that
+// cannot die (a FUSE daemon took its lookup and never answers: the kernel's
+// wait is uninterruptible) is given 2 s more, then left behind: the call
+// returns all the same. Throws when it could not become the user.
 enum class Opener { by_node, shared, forked };  // by_node: as above; the others for tests
 bool open_as_user(const Credentials& as, std::vector<UserOpen>& files, int timeout_ms, Opener how = Opener::by_node);
 

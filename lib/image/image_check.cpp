@@ -125,10 +125,62 @@ void check_with_qemu_img(int fd, const ImageHeaderInfo& hdr, const std::string& 
                   " bytes to its header; rewrite it with 'qemu-img convert -O qcow2 IN OUT'");
 }
 
+// Reads up to len bytes at off into out (short at the end of the file).
+void read_at(int fd, std::vector<uint8_t>& out, size_t len, uint64_t off) {
+    out.resize(len);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = ::pread(fd, out.data() + got, len - got, static_cast<off_t>(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) SVM_THROW_ERRNO("read image header");
+        if (n == 0) break;
+        got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+}
+
+// What look_at_image reads, done where it runs.
+ImageLook look_here(int fd, bool bytes) {
+    ImageLook l;
+    if (::fstat(fd, &l.st) != 0) SVM_THROW_ERRNO("fstat image");
+    if (!bytes || !S_ISREG(l.st.st_mode)) return l;
+    const uint64_t size = static_cast<uint64_t>(l.st.st_size);
+    read_at(fd, l.head, static_cast<size_t>(std::min<uint64_t>(size, kImageHeadBytes)), 0);
+    if (size >= 512) read_at(fd, l.tail, 512, size - 512);
+    return l;
+}
+
+void write_all(int fd, const std::string& s) {
+    for (size_t off = 0; off < s.size();) {
+        ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) SVM_THROW_ERRNO("write the image's header");
+        off += static_cast<size_t>(n);
+    }
+}
+
+void put_part(std::string& out, const void* p, size_t n) {
+    uint64_t len = n;
+    out.append(reinterpret_cast<const char*>(&len), sizeof len);
+    out.append(static_cast<const char*>(p), n);
+}
+
+// The next part of what the reader sent, at most `max` bytes.
+std::string take_part(const std::string& in, size_t& at, size_t max) {
+    uint64_t len = 0;
+    if (in.size() - at < sizeof len) SVM_THROW("the image reader's answer is malformed");
+    std::memcpy(&len, in.data() + at, sizeof len);
+    at += sizeof len;
+    if (len > max || in.size() - at < len) SVM_THROW("the image reader's answer is malformed");
+    at += len;
+    return in.substr(at - len, len);
+}
+
 ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy, const std::optional<Credentials>& as,
                      std::string real) {
-    struct stat st;
-    if (::fstat(fd, &st) != 0) SVM_THROW_ERRNO("fstat " + shown);
+    // Read by the user under the deadline of qemu-img's run (look_at_image).
+    ImageLook look = look_at_image(fd, as, policy.qemu_img_timeout_ms, shown);
+    const struct stat st = look.st;
     std::string bad = not_regular(shown, st.st_mode);
     if (!bad.empty()) SVM_THROW(bad);
     if (real.empty()) real = fd_real_path(fd);
@@ -138,7 +190,8 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
     check_file_size(shown, static_cast<uint64_t>(st.st_size), max_image_file_size(policy.max_virtual_size),
                     "this site's limit for images");
 
-    ImageHeaderInfo hdr = inspect_image(fd);
+    ImageHeaderInfo hdr = inspect_image_bytes(look.head.data(), look.head.size(), look.tail.data(), look.tail.size(),
+                                              static_cast<uint64_t>(st.st_size));
     if (!hdr.ok()) SVM_THROW(shown + " " + hdr.problems.front().text);
     if (hdr.format != ImageFormat::qcow2 && hdr.format != ImageFormat::raw)  // inspect_image reports these
         SVM_THROW(shown + " is a " + format_name(hdr.format) + " image; convert it to qcow2 or raw");
@@ -158,8 +211,7 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
     std::string verdict = verdict_key(policy, st, hdr);
     bool known = !verdict.empty() && kept_value(policy.verdict_cache_dir, verdict) == verdict_line(hdr);
     if (!known) check_with_qemu_img(fd, hdr, shown, policy, as);
-    struct stat after;
-    if (::fstat(fd, &after) != 0) SVM_THROW_ERRNO("fstat " + shown);
+    struct stat after = look_at_image(fd, as, policy.qemu_img_timeout_ms, shown, false).st;
     if (identity_of(after) != identity_of(st))
         SVM_THROW(shown + " changed while it was being checked; submit again once nothing writes to it");
     if (!known && !verdict.empty()) keep_value(policy.verdict_cache_dir, verdict, verdict_line(hdr));
@@ -175,6 +227,38 @@ ImageInfo check_impl(int fd, const std::string& shown, const ImagePolicy& policy
 }
 
 }  // namespace
+
+ImageLook look_at_image(int fd, const std::optional<Credentials>& as, int timeout_ms, const std::string& shown,
+                        bool bytes) {
+    if (!as) return look_here(fd, bytes);
+    RunResult r = run_function_as(
+        *as,
+        [&](int out) {
+            ImageLook l = look_here(fd, bytes);
+            std::string msg;
+            put_part(msg, &l.st, sizeof l.st);
+            put_part(msg, l.head.data(), l.head.size());
+            put_part(msg, l.tail.data(), l.tail.size());
+            write_all(out, msg);
+            return 0;
+        },
+        timeout_ms);
+    if (r.timed_out)
+        SVM_THROW(shown + " could not be read by user " + user_name(*as) + " within " + seconds(timeout_ms) +
+                  "; check that its file system responds");
+    if (r.status != 0)
+        SVM_THROW(shown + " could not be read by user " + user_name(*as) + " (" +
+                  first_line(r.err.empty() ? "exit status " + std::to_string(r.status) : r.err) + ")");
+    ImageLook l;
+    size_t at = 0;
+    std::string st = take_part(r.out, at, sizeof l.st);
+    if (st.size() != sizeof l.st) SVM_THROW("the image reader's answer is malformed");
+    std::memcpy(&l.st, st.data(), sizeof l.st);
+    std::string head = take_part(r.out, at, kImageHeadBytes), tail = take_part(r.out, at, 512);
+    l.head.assign(head.begin(), head.end());
+    l.tail.assign(tail.begin(), tail.end());
+    return l;
+}
 
 FileIdentity identity_of(const struct stat& st) {
     FileIdentity id;
@@ -293,7 +377,8 @@ CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& poli
 }
 
 // Opens path as `user` (open_as_user) and says where it really points.
-static UniqueFd receive_as_user(const std::string& path, const Credentials& user, int timeout_ms, std::string& real) {
+static UniqueFd receive_as_user(const std::string& path, const Credentials& user, int timeout_ms, std::string& real,
+                                struct stat* st = nullptr) {
     check_image_path(path);
     const std::string who = user_name(user);
     std::vector<UserOpen> f(1);
@@ -310,6 +395,7 @@ static UniqueFd receive_as_user(const std::string& path, const Credentials& user
         SVM_THROW(path + " was replaced while it was being opened; try again once nothing renames it");
     }
     real = fd_real_path(f[0].fd.get());
+    if (st) *st = f[0].st;
     return std::move(f[0].fd);
 }
 
@@ -321,16 +407,15 @@ CheckedImage open_image_as_user(const std::string& path, const Credentials& user
     return out;
 }
 
-UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms) {
+UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms, struct stat* st) {
     std::string real;
-    return receive_as_user(path, user, timeout_ms, real);
+    return receive_as_user(path, user, timeout_ms, real, st);
 }
 
 UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user, const FileIdentity& checked,
                                 int timeout_ms) {
-    UniqueFd fd = open_file_as_user(path, user, timeout_ms);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+    struct stat st;  // the opener's: root's fstat could wait on the file system
+    UniqueFd fd = open_file_as_user(path, user, timeout_ms, &st);
     if (identity_of(st) != checked)
         SVM_THROW(path +
                   " changed since the job started (it is not the file that was checked); leave the image "

@@ -77,7 +77,10 @@ CheckedImage open_image_as_self(const std::string& path, const ImagePolicy& poli
 CheckedImage open_image_as_user(const std::string& path, const Credentials& user, const ImagePolicy& policy);
 // Opens path as `user` (read-only, a regular file) and returns the
 // descriptor: root reads through it what the user may read, nothing else.
-UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms = 30000);
+// The opener's fstat of it goes to *st when given (root's own could wait on
+// a file system that stopped answering).
+UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int timeout_ms = 30000,
+                           struct stat* st = nullptr);
 // Opens path again as `user` (read-only) and returns the descriptor only if
 // it is the very file that was checked (same device, inode, size and
 // modification time); else one sentence saying the file changed. The keeper
@@ -85,6 +88,21 @@ UniqueFd open_file_as_user(const std::string& path, const Credentials& user, int
 // or by QEMU.
 UniqueFd reopen_checked_as_user(const std::string& path, const Credentials& user, const FileIdentity& checked,
                                 int timeout_ms = 30000);
+
+// What root reads of an opened image before it decides anything: the
+// descriptor's fstat and, with `bytes`, the first kImageHeadBytes (2 MiB)
+// and the last 512 bytes (for inspect_image_bytes). With `as` (root's
+// prolog) a forked child running as that user does the reading and is
+// killed after timeout_ms, so a file system that stops answering costs root
+// at most that (plus a 2 s grace to reap the child; one stuck in the file
+// system is left behind, reaped once it ends): then one sentence naming
+// `shown`. Without `as`, this process reads (it is the user's own).
+struct ImageLook {
+    struct stat st {};
+    std::vector<uint8_t> head, tail;
+};
+ImageLook look_at_image(int fd, const std::optional<Credentials>& as, int timeout_ms, const std::string& shown,
+                        bool bytes = true);
 
 // What qemu-img said about the image, format forced.
 struct QemuImgInfo {

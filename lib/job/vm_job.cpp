@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <optional>
@@ -140,47 +141,74 @@ constexpr off_t kMaxBootFile = off_t(512) << 20;
 
 // A kernel or initrd the user gave, opened once as the user: checked here,
 // copied later from this very descriptor (copy_boot_file), never reopened.
-UniqueFd open_boot_file_as_user(const std::string& path, const Credentials& who, const char* what) {
-    UniqueFd fd = open_file_as_user(path, who);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+// st: the opener's fstat (root's own could wait on the user's file system).
+UniqueFd open_boot_file_as_user(const std::string& path, const Credentials& who, const char* what, struct stat& st) {
+    UniqueFd fd = open_file_as_user(path, who, 30000, &st);
     if (st.st_size == 0) SVM_THROW(path + " (" + what + ") is empty");
     if (st.st_size > kMaxBootFile)
         SVM_THROW(path + " (" + what + ") is larger than " + std::to_string(kMaxBootFile >> 20) + " MiB");
     return fd;
 }
 
-// Copies an opened boot file to a new file of root's, readable by all (see
-// provide_boot_file for who can reach it). In the kernel where it can
-// (sendfile).
-void copy_boot_file(int in, const std::string& path, const std::string& dst) {
-    UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!out) SVM_THROW_ERRNO("create " + dst);
+// How long a boot file's copy may take: it reads at most kMaxBootFile from
+// a user's file system, which may stop answering.
+constexpr int kBootCopyMs = 60000;
+
+// Copies in to out, at most kMaxBootFile + 1 bytes; in the kernel where it
+// can (sendfile). 0: copied; 2: in is larger; 1 (and errno): failed.
+int copy_boot_bytes(int in, int out) {
     off_t off_in = 0;
     while (off_in <= kMaxBootFile) {
-        ssize_t n = ::sendfile(out.get(), in, &off_in, static_cast<size_t>(kMaxBootFile + 1 - off_in));
+        ssize_t n = ::sendfile(out, in, &off_in, static_cast<size_t>(kMaxBootFile + 1 - off_in));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EINVAL || errno == ENOSYS)) break;
-        if (n < 0) SVM_THROW_ERRNO("copy " + path + " to " + dst);
+        if (n < 0) return 1;
         if (n == 0) break;
     }
     char buf[1 << 16];
     while (off_in <= kMaxBootFile) {  // what sendfile could not do
         ssize_t n = ::pread(in, buf, sizeof buf, off_in);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) SVM_THROW_ERRNO("read " + path);
+        if (n < 0) return 1;
         if (n == 0) break;
         off_in += n;
         for (ssize_t off = 0; off < n;) {
-            ssize_t w = ::write(out.get(), buf + off, static_cast<size_t>(n - off));
-            if (w < 0) SVM_THROW_ERRNO("write " + dst);
+            ssize_t w = ::write(out, buf + off, static_cast<size_t>(n - off));
+            if (w < 0) return 1;
             off += w;
         }
     }
-    if (off_in > kMaxBootFile)
+    return off_in > kMaxBootFile ? 2 : 0;
+}
+
+// Copies an opened boot file to a new file of root's, readable by all (see
+// provide_boot_file for who can reach it). A child of root's copies, killed
+// after kBootCopyMs: the user's file system may stop answering. Returns
+// the child's fstat of in after the copy.
+struct stat copy_boot_file(int in, const std::string& path, const std::string& dst) {
+    UniqueFd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out) SVM_THROW_ERRNO("create " + dst);
+    RunResult r = run_function(
+        [&](int result) {
+            int rc = copy_boot_bytes(in, out.get());
+            if (rc == 1) std::perror("copy");
+            struct stat after;
+            if (rc == 0 && (::fstat(in, &after) != 0 || ::write(result, &after, sizeof after) != sizeof after)) rc = 1;
+            return rc;
+        },
+        kBootCopyMs);
+    if (r.timed_out)
+        SVM_REFUSE(path + " could not be read within " + std::to_string(kBootCopyMs / 1000) +
+                   " s; check that its file system responds");
+    if (r.status == 2)
         SVM_REFUSE(path + " grew past " + std::to_string(kMaxBootFile >> 20) +
                    " MiB while the job started; leave it unchanged");
+    if (r.status != 0 || r.out.size() != sizeof(struct stat))
+        SVM_THROW("copy " + path + " to " + dst + ": " + trim(r.err));
     if (::fchmod(out.get(), 0444) != 0) SVM_THROW_ERRNO("chmod " + dst);
+    struct stat after;
+    std::memcpy(&after, r.out.data(), sizeof after);
+    return after;
 }
 
 // Drops the least recently used files of dir past `keep` (a use touches a
@@ -208,9 +236,8 @@ constexpr size_t kKeptBootFiles = 8;  // kept by the node: the most recently use
 // pass through. So a version is copied once per node rather than once per
 // job, and reaches only jobs whose users opened that very version. A version
 // that changes while it is copied is not kept.
-void provide_boot_file(const NodeConfig& cfg, int in, const std::string& path, const std::string& dst) {
-    struct stat st;
-    if (::fstat(in, &st) != 0) SVM_THROW_ERRNO("fstat " + path);
+void provide_boot_file(const NodeConfig& cfg, int in, const struct stat& st, const std::string& path,
+                       const std::string& dst) {
     std::string dir = path_join(cfg.state_dir, "boot-files");
     std::string kept = path_join(dir, sha256_hex(file_version_key(st)).substr(0, 32));
     if (::link(kept.c_str(), dst.c_str()) == 0) {
@@ -221,15 +248,15 @@ void provide_boot_file(const NodeConfig& cfg, int in, const std::string& path, c
     mkdir_p(dir, 0700);
     std::string made = kept + ".new." + std::to_string(::getpid());
     ::unlink(made.c_str());
+    struct stat after;
     try {
-        copy_boot_file(in, path, made);
+        after = copy_boot_file(in, path, made);
         if (::link(made.c_str(), dst.c_str()) != 0) SVM_THROW_ERRNO("link " + made + " to " + dst);
     } catch (...) {
         ::unlink(made.c_str());
         throw;
     }
-    struct stat after;
-    bool same = ::fstat(in, &after) == 0 && file_version_key(after) == file_version_key(st);
+    bool same = file_version_key(after) == file_version_key(st);
     if (!same || ::rename(made.c_str(), kept.c_str()) != 0) ::unlink(made.c_str());
     prune_least_used(dir, kKeptBootFiles);
 }
@@ -375,6 +402,8 @@ struct Preparation {
     JobPlan p;
     Credentials who;                // the job's user
     UniqueFd kernel_fd, initrd_fd;  // opened as the user
+    struct stat kernel_st {
+    }, initrd_st{};  // their fstat by the user's opener
     std::string secret, known_hosts;
     KeyPair user_key, host_key;
     gid_t qgid = 0;  // the guest's group: the job's own
@@ -514,8 +543,8 @@ void check_request_as_user(Preparation& s) {
         // A registry image's is its manifest's; a file's is read once per
         // job, by the head node's keeper as the user (keeper.hpp), not here.
         digest = oci_digest;
-        if (!req.kernel.empty()) s.kernel_fd = open_boot_file_as_user(req.kernel, s.who, "kernel");
-        if (!req.initrd.empty()) s.initrd_fd = open_boot_file_as_user(req.initrd, s.who, "initrd");
+        if (!req.kernel.empty()) s.kernel_fd = open_boot_file_as_user(req.kernel, s.who, "kernel", s.kernel_st);
+        if (!req.initrd.empty()) s.initrd_fd = open_boot_file_as_user(req.initrd, s.who, "initrd", s.initrd_st);
         if (!req.initrd.empty() && req.kernel.empty()) SVM_THROW("--vm-initrd needs --vm-kernel as well");
         if (!req.irq_profile.empty()) require_irq_profile(req.irq_profile, "--vm-irq-profile");
         require_kernel_cmdline(req.cmdline);
@@ -733,8 +762,8 @@ void prepare_guest(Preparation& s) {
     prepare_guest_devices(s);
     check_fabric_and_hugepages(s);
     s.steps.done("prolog: /dev/kvm, devices, hugepages");
-    if (s.kernel_fd) provide_boot_file(s.cfg, s.kernel_fd.get(), s.p.kernel, s.p.kernel_copy);
-    if (s.initrd_fd) provide_boot_file(s.cfg, s.initrd_fd.get(), s.p.initrd, s.p.initrd_copy);
+    if (s.kernel_fd) provide_boot_file(s.cfg, s.kernel_fd.get(), s.kernel_st, s.p.kernel, s.p.kernel_copy);
+    if (s.initrd_fd) provide_boot_file(s.cfg, s.initrd_fd.get(), s.initrd_st, s.p.initrd, s.p.initrd_copy);
     s.steps.done("prolog: kernel and initrd (the node's copies of their versions)");
     make_overlay(s);
     s.steps.done("prolog: overlay");
