@@ -130,6 +130,12 @@ std::string check_short(const std::vector<std::string>& args, size_t& i) {
 }  // namespace
 
 std::string check_guest_srun_args(const std::vector<std::string>& args) {
+    // srun splits its arguments at every lone ':' into the parts of a
+    // heterogeneous step, each with options of its own, wherever it stands
+    // (after a part's command too): none is taken.
+    for (const auto& a : args)
+        if (a == ":")
+            return "heterogeneous steps (':' between parts) are not available inside a VM job: run one srun per part";
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         if (a == "--" || a.size() < 2 || a[0] != '-') return "";  // the command follows
@@ -170,7 +176,8 @@ bool srun_env_refused(const std::string& name) {
                           "SLURM_TEST_EXEC",    "SLURM_SRUN_MULTI",  "SLURM_EXTERNAL_LAUNCHER",
                           "SLURM_PROFILE",      "SLURM_DEBUG",       "SLURM_ACCOUNT",
                           "SLURM_PARTITION",    "SLURM_QOS",         "SLURM_RESERVATION",
-                          "SLURM_DEPENDENCY",   "SLURM_CLUSTERS",    "SLURM_BURST_BUFFER"})
+                          "SLURM_DEPENDENCY",   "SLURM_CLUSTERS",    "SLURM_BURST_BUFFER",
+                          "SLURM_CONF"})
         if (name == n) return true;
     return false;
 }

@@ -301,7 +301,8 @@ void pull_into(const OciSettings& s, const std::string& ref, const std::string& 
                                      s.skopeo,
                                      "--insecure-policy",
                                      "copy",
-                                     "--quiet"};
+                                     "--quiet",
+                                     "--src-no-creds"};
     if (insecure(s, ref)) copy.push_back("--src-tls-verify=false");
     copy.push_back("docker://" + repository_of(sref.substr(9)) + "@" + digest);
     copy.push_back("oci:" + path_join(tmp, "layout") + ":disk");
@@ -339,9 +340,12 @@ CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const
     std::string tmp_home = path_join(s.cache_dir, ".home");
     mkdir_p(tmp_home, 0700);
     RunOptions o;
-    o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + tmp_home, "TMPDIR=" + s.cache_dir};
+    o.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + tmp_home, "TMPDIR=" + s.cache_dir,
+             "XDG_RUNTIME_DIR=" + tmp_home, "REGISTRY_AUTH_FILE=" + path_join(tmp_home, "auth.json")};
     o.timeout_ms = std::min(120000, remaining_ms(deadline, ref, s));
-    std::vector<std::string> inspect = {s.skopeo,    "--insecure-policy", "inspect",
+    // Root's pulls use no credentials (an admin's login on the node must not
+    // lend its private registries to every user's --vm-image).
+    std::vector<std::string> inspect = {s.skopeo,    "--insecure-policy", "inspect",    "--no-creds",
                                         "--no-tags", "--format",          "{{.Digest}}"};
     if (insecure(s, ref)) inspect.push_back("--tls-verify=false");
     inspect.push_back(sref);

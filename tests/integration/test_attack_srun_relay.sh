@@ -68,6 +68,8 @@ try output --overlap -N1 -n1 -o $wd/$tag.output.$host true
 try chdir --overlap -N1 -n1 -D /tmp true
 try bcast --overlap -N1 -n1 --bcast=/tmp/$tag.bcast.$host /bin/true
 try jobid --overlap --jobid=1 -N1 -n1 true
+# A heterogeneous step: srun takes each part's options after a lone ':'.
+try hetstep --overlap -N1 -n1 true : --overlap -N1 -n1 --prolog=/usr/bin/env sh -c "\$mark" hetstep
 # Twins of those options in the batch step's environment (given at sbatch).
 srun --overlap -N1 -n1 true
 echo "twins rc=\$?"
@@ -117,6 +119,9 @@ for a in prolog prolog2 epilog task-prolog task-epilog task-pro-abbrev vm-none v
     [[ "$line" == *"srun: slurm-vm: option "*" is not available inside a VM job"* ]] ||
         fail "srun $a from the guest was not refused with the sentence: $line"
 done
+line="$(grep "^attack hetstep " "$out")" || fail "attack hetstep did not report: $(cat "$out")"
+[[ "$line" != *" rc=0 "* && "$line" == *"heterogeneous steps (':' between parts) are not available inside a VM job"* ]] ||
+    fail "srun with a ':' part from the guest was not refused with the sentence: $line"
 if [[ $have_cc == 1 ]]; then
     line="$(grep "^attack preload " "$out")"
     [[ "$line" == *"option --export is not available inside a VM job"* ]] || fail "--export was not refused: $line"
@@ -128,4 +133,4 @@ m="$(markers)"
 [[ ! -e "$wd/$tag.output.$host" ]] || fail "srun -o from the guest wrote a host file"
 wait_clean "$id" 120
 no_node_drained
-pass "job $id: --prolog, --epilog, --task-prolog, --task-epilog, --export=LD_PRELOAD, --vm-image=none, -o, -D, --bcast, --jobid refused from the guest with one sentence; their twins in the batch environment and LD_PRELOAD from the login node ran nothing on the host; plain srun works"
+pass "job $id: --prolog, --epilog, --task-prolog, --task-epilog, --export=LD_PRELOAD, --vm-image=none, -o, -D, --bcast, --jobid and a second part after ':' refused from the guest with one sentence; their twins in the batch environment and LD_PRELOAD from the login node ran nothing on the host; plain srun works"

@@ -124,3 +124,17 @@ TEST_CASE("a refusal naming the guest's bytes is one line without control charac
     for (unsigned char c : why) CHECK((c >= 0x20 && c != 0x7f));
     CHECK(why.find("--\xff?[2J?over") != std::string::npos);
 }
+
+TEST_CASE("a heterogeneous step's ':' is refused wherever it stands", "[srun]") {
+    // Found by a review: srun reads the options of every part after a lone
+    // ':' (after a part's command too), which the check did not look at: a
+    // second part's --prolog ran on the host.
+    for (const std::vector<std::string>& a :
+         {std::vector<std::string>{"--overlap", "-N1", "true", ":", "--prolog=/bin/sh", "x"},
+          std::vector<std::string>{":", "hostname"}, std::vector<std::string>{"-n1", "echo", "a", ":", "b"}}) {
+        std::string why = check_guest_srun_args(a);
+        CHECK(why.find("heterogeneous steps (':' between parts) are not available inside a VM job") == 0);
+    }
+    CHECK(check_guest_srun_args({"-n1", "echo", "a:b", "::"}).empty());
+    CHECK(svm::srun_env_refused("SLURM_CONF"));
+}
