@@ -176,8 +176,7 @@ bool srun_env_refused(const std::string& name) {
                           "SLURM_TEST_EXEC",    "SLURM_SRUN_MULTI",  "SLURM_EXTERNAL_LAUNCHER",
                           "SLURM_PROFILE",      "SLURM_DEBUG",       "SLURM_ACCOUNT",
                           "SLURM_PARTITION",    "SLURM_QOS",         "SLURM_RESERVATION",
-                          "SLURM_DEPENDENCY",   "SLURM_CLUSTERS",    "SLURM_BURST_BUFFER",
-                          "SLURM_CONF"})
+                          "SLURM_DEPENDENCY",   "SLURM_CLUSTERS",    "SLURM_BURST_BUFFER"})
         if (name == n) return true;
     return false;
 }
