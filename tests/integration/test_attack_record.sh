@@ -23,7 +23,8 @@ cat >"$wd/job.sh" <<'EOS'
 #!/bin/bash
 trap 'echo "got USR1 in $(hostname)"' USR1
 echo started
-for _ in $(seq 600); do
+i=0
+while ((i++ < 600)); do
     if [[ -e go ]]; then echo ran; exit 0; fi
     sleep 1 & wait $!
 done
