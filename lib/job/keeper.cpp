@@ -916,8 +916,8 @@ void Keeper::start_digest() {
         long t = now_ms();
         try {
             d = digest_as_user(fd->get(), id, shown, job);
-            log::info("image digest " + d + " (as user " + job.user.user + ", or the node's cache: " +
-                      std::to_string(now_ms() - t) + " ms)");
+            log::info("image digest " + d + " (as user " + job.user.user +
+                      ", or the node's cache: " + std::to_string(now_ms() - t) + " ms)");
         } catch (const Error& e) {
             log::warn("no digest of the image: " + e.reason());
         }
