@@ -5,7 +5,10 @@
 # fails at once with one sentence (slurm-<jobid>.vm-save.txt), the epilog ends
 # promptly, no node is drained and nothing is left. A save slower than the
 # node's save_timeout_s (here 1 s on node2) is killed at the bound: it fails
-# the same way, never the node.
+# the same way, never the node. The slow save is made certain, not hoped for
+# (a fast disk converts the guest's 64 MiB within the second): node2's qemu_img
+# is a root-owned wrapper whose convert first sleeps, as a save onto storage
+# that does not keep up would.
 source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
@@ -24,16 +27,26 @@ chmod 755 "$wd"/*.sh
 cp "$VM_TEST_IMAGE" "$wd/img.qcow2"
 chown -R "$SVM_USER:" "$wd"
 
-# Node2 gets a save bound of 1 s (its own configuration, removed at exit).
+# Node2 gets a save bound of 1 s and the slow qemu-img (its own
+# configuration, removed at exit).
 cfg2="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
-python3 - "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$cfg2.tmp" <<'PY'
+slow="$SVM_CLUSTER_DIR/etc/slow-qemu-img"
+cat >"$slow" <<'SH'
+#!/bin/sh
+# qemu-img, but its convert waits first: a save onto storage that stalls.
+[ "$1" = convert ] && sleep 300
+exec /usr/bin/qemu-img "$@"
+SH
+chmod 755 "$slow"
+on_exit "rm -f '$cfg2' '$slow'"
+python3 - "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$cfg2.tmp" "$slow" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["save_timeout_s"] = 1
+c["qemu_img"] = sys.argv[3]
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
 mv "$cfg2.tmp" "$cfg2"
-on_exit "rm -f '$cfg2'"
 
 vm="--vm-kernel=$VM_TEST_KERNEL --vm-initrd=$VM_TEST_INITRD"
 # shellcheck disable=SC2086
@@ -77,5 +90,6 @@ grep -qx "slurm-vm: job $j2: --vm-save=$wd/slow-saved.qcow2: the guest's disk co
 temps="$(find "$wd" -name '.slow-saved.qcow2.slurm-vm-save*')"
 [[ -z "$temps" ]] || fail "a temporary file of job $j2's save was left: $temps"
 pgrep -u "$SVM_USER" -f "qemu-img convert" >/dev/null && fail "the save's qemu-img still runs after the bound"
+pgrep -u "$SVM_USER" -fx "sleep 300" >/dev/null && fail "the slow qemu-img's sleep still runs after the bound"
 no_node_drained
 pass "job $j2: a save slower than node2's 1 s bound fails the save ($(cat "$note")), qemu-img killed, nothing left, no node drained"
