@@ -19,6 +19,22 @@
 #include <cstdlib>
 #include <cstring>
 
+namespace {
+
+// Slurm 26.05 names a job to slurm_load_job by a step identifier (job id or
+// sluid); earlier releases by its job id.
+int load_job(job_info_msg_t** msg, uint32_t id) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+    slurm_step_id_t step = SLURM_STEP_ID_INITIALIZER;
+    step.job_id = id;
+    return slurm_load_job(msg, step, SHOW_ALL);
+#else
+    return slurm_load_job(msg, id, SHOW_ALL);
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     if (argc != 2 || std::strlen(argv[1]) == 0 || std::strlen(argv[1]) > 10 ||
         std::strspn(argv[1], "0123456789") != std::strlen(argv[1])) {
@@ -32,7 +48,7 @@ int main(int argc, char** argv) {
     }
     slurm_init(nullptr);
     job_info_msg_t* msg = nullptr;
-    if (slurm_load_job(&msg, static_cast<uint32_t>(id), SHOW_ALL) != SLURM_SUCCESS) {
+    if (load_job(&msg, static_cast<uint32_t>(id)) != SLURM_SUCCESS) {
         std::fprintf(stderr, "slurm-vm-job-info: job %llu: %s\n", id, slurm_strerror(errno));
         slurm_fini();
         return 1;

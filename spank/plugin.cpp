@@ -40,7 +40,10 @@ SPANK_PLUGIN(slurm - vm, 1)
 // than drain the node. Nothing there depends on the user's request (the
 // options are checked at submit), so such a failure is plugstack.conf's, and
 // it is logged; draining every node for it would help nobody.
-extern "C" int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+// (A definition in a linkage block: spank.h declares it extern.)
+extern "C" {
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+}
 #endif
 
 namespace svm::spank {

@@ -70,9 +70,13 @@ TEST_CASE("libpci enumerates the fake tree and sysfs attributes are read", "[dev
 
     CHECK_THAT(error_of([&] { read_pci_device(root, PciAddress::parse("0000:99:00.0")); }),
                Catch::Contains("0000:99:00.0: no such PCI device"));
-    // A broken device: libpci's fatal error becomes an svm::Error, not exit().
+    // A broken device: libpci's fatal error becomes an svm::Error, not exit()
+    // (pciutils 3.9, Debian 12); a newer libpci lists it all the same, and
+    // reading it then says what is missing.
     ::unlink(fs.path("sys/bus/pci/devices/0000:3b:00.1/vendor").c_str());
-    CHECK_THAT(error_of([&] { list_pci_addresses(root); }), Catch::Contains("libpci"));
+    std::string listing = error_of([&] { list_pci_addresses(root); });
+    if (!listing.empty()) CHECK_THAT(listing, Catch::Contains("libpci"));
+    CHECK_THAT(error_of([&] { scan_pci_devices(root); }), Catch::Contains("0000:3b:00.1"));
     CHECK_THAT(error_of([&] { read_pci_device(root, PciAddress::parse("0000:3b:00.1")); }),
                Catch::Contains("0000:3b:00.1: missing ") && Catch::Contains("0000:3b:00.1/vendor"));
 }
