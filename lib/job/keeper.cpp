@@ -191,6 +191,23 @@ pid_t find_child(pid_t parent) {
     return 0;
 }
 
+// A process that only waits, as the extern step's sleep did up to Slurm
+// 24.11: it ignores every signal it can, closes what it inherited, and dies
+// with the thread that made it (this keeper's main thread). After fork in a
+// threaded process: async-signal-safe calls only.
+pid_t start_waiting_child() {
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid != 0) return pid;  // the keeper, or -1
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) _exit(0);
+    ::prctl(PR_SET_NAME, "slurm-vm-task");
+    for (int sig = 1; sig < 32; ++sig)
+        if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_IGN);
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    for (;;) ::pause();
+}
+
 constexpr const char* kImageFdGroup = "image";
 
 // Defines the guest, hands it the image's descriptor and starts it; null,
@@ -491,6 +508,7 @@ private:
     std::string gone_why(const std::string& otherwise);
     std::string guest_gone_while_booting();
     Failure confine();
+    pid_t extern_task_stand_in();
     Failure describe_guest();
     Failure enter_job_netns();
     void start_connecting();
@@ -628,6 +646,7 @@ Keeper::Failure Keeper::confine() {
     }
     if (o_.join_cgroup_of > 0) {
         pid_t task = find_child(o_.join_cgroup_of);
+        if (task == 0) task = extern_task_stand_in();
         try {
             join_cgroups_of(task > 0 ? task : o_.join_cgroup_of, ::getpid(), kCgroupRoot, true);
         } catch (const Error& e) {
@@ -646,6 +665,38 @@ Keeper::Failure Keeper::confine() {
         log::warn("the guest's OOM kills cannot be told: " + e.chain());
     }
     return std::nullopt;
+}
+
+// Slurm 25.05+ runs no task in the extern step (no sleep), and Slurm
+// accounts a step by its tasks: a guest placed beside the stepd is limited
+// and ended with the job but missing from sacct. So the step gets a task
+// again: a waiting child of ours that the step adopts as pam_slurm_adopt
+// adopts a login (slurm-vm-adopt), which gives it a task cgroup that
+// jobacct_gather reads; the guest then joins that task's cgroups like the
+// sleep's before 25.05 (and the job's freezer: the step's signals still miss
+// it). 0, the stepd kept as the model, when the step does not take it.
+pid_t Keeper::extern_task_stand_in() {
+    pid_t child = start_waiting_child();
+    if (child < 0) {
+        log::warn("no task for the extern step (fork: " + std::string(std::strerror(errno)) +
+                  "): the guest's CPU time will not reach sacct");
+        return 0;
+    }
+    RunOptions ro;
+    ro.env = inherited_env({"PATH", "SLURM_CONF"});
+    ro.timeout_ms = 10000;
+    ro.max_output_bytes = 4096;
+    RunResult r = svm::run(
+        {path_join(cfg_.libexec_dir, "slurm-vm-adopt"), p_.node, std::to_string(p_.job_id), std::to_string(child)}, ro);
+    if (r.ok()) {
+        log::info("the extern step has no task (Slurm 25.05+): it adopted process " + std::to_string(child) +
+                  ", whose cgroups the guest joins");
+        return child;
+    }
+    log::warn("the extern step did not adopt a task (" + trim(r.err) + "): the guest's CPU time will not reach sacct");
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    return 0;
 }
 
 // The image the prolog checked, opened again as the user and compared (QEMU
