@@ -15,7 +15,7 @@ std::string guest_script_body(const std::string& name) {
     std::string s = guest_script(name);
     if (s.rfind("#!", 0) != 0) return s;
     size_t at = 0;
-    while (at < s.size() && s[at] == '#') {
+    while (at < s.size() && s[at] == '#' && s.compare(at, 12, "# shellcheck") != 0) {
         size_t nl = s.find('\n', at);
         at = nl == std::string::npos ? s.size() : nl + 1;
     }

@@ -10,7 +10,8 @@ namespace svm {
 // The file lib/guest/scripts/`name` as it is. Throws if there is none.
 std::string guest_script(const std::string& name);
 // The same less its first line when it is "#!..." and the comment lines
-// that follow it (what the file says to its readers and to shellcheck).
+// that follow it (what the file says to its readers), up to a shellcheck
+// directive (kept: the rendered scripts are checked too).
 std::string guest_script_body(const std::string& name);
 
 // `value` as one word of sh: in single quotes, each ' as '\''. A NUL, which
