@@ -31,12 +31,14 @@ std::string seed_irq_script(const JobPlan& p);
 // by its port GUID and gives it the address; "" without a fabric.
 std::string seed_fabric_script(const JobPlan& p);
 // Mounts the plan's shares (virtio-fs or 9p, plan.shares_via) at their host
-// paths (made when missing); the file system's module is loaded when the
-// kernel's list (`filesystems`, read by the shell) lacks it, and a kernel
-// still without it fails the boot with a sentence saying what the image lacks.
-std::string seed_shares_script(const JobPlan& p, const std::string& filesystems = "/proc/filesystems");
+// paths (made when missing), and makes the job's working directory, in the
+// background (scripts/mounts.sh; "" when the plan has neither); the file
+// system's module is loaded when the kernel's list (`filesystems`, read by
+// the shell) lacks it, and a kernel still without it fails the boot with a
+// sentence saying what the image lacks.
+std::string seed_mounts_script(const JobPlan& p, const std::string& filesystems = "/proc/filesystems");
 // The peers' lines ("<address> <hostname> # slurm-vm") in each of `files`
-// (shell words: a pattern's files that exist): earlier lines of ours go (an
+// (patterns, split on blanks and expanded by the shell: the files that exist): earlier lines of ours go (an
 // image saved from an earlier guest), the file is rewritten in place by the
 // shell's builtins (no process), anything else in it kept.
 std::string seed_hosts_script(const JobPlan& p,
@@ -69,8 +71,9 @@ std::string seed_no_motd_script(const std::string& pam_file = "/etc/pam.d/sshd")
 // image's own host keys, is restarted, which returns once the new sshd
 // listens, so logins meet the job's host key. Without systemd (a NoCloud
 // runner): the daemon (its pid file: other sshd processes, e.g. the users'
-// sessions, are left alone) is reloaded, or started.
-std::string seed_sshd_start_script(const std::string& systemd_dir = "/run/systemd/system");
+// sessions, are left alone) is reloaded, or started. Then the console line
+// ready_marker.
+std::string seed_sshd_start_script(const JobPlan& p, const std::string& systemd_dir = "/run/systemd/system");
 
 // The guest's flags for the job's first command (seed_agent_script), in
 // this directory: the user-data makes "ready" when the guest is set up

@@ -33,8 +33,9 @@
 
 namespace svm {
 
-// The shim's text, installed as `srun` in kGuestSrunDir by the guest's seed
-// (lib/guest/seed.cpp) on every boot.
+// The shim's text (lib/guest/scripts/srun.bash, compiled in), installed as
+// `srun` in kGuestSrunDir by the guest's seed
+// (lib/guest/scripts/client.sh) on every boot.
 std::string guest_srun_shim();
 inline constexpr const char* kGuestSrunDir = "/usr/local/lib/slurm-vm/bin";
 inline constexpr const char* kTrustedPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

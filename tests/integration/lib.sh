@@ -11,6 +11,7 @@ fi
 source "$SVM_CLUSTER_DIR/env.sh"
 : "${VM_TEST_IMAGE:?the cluster env has no VM_TEST_IMAGE (tests/image/build failed?)}"
 SVM_USER=svmuser
+# shellcheck disable=SC2034 # for the tests that source this file
 SVM_USER2=svmuser2
 SVM_NODES=(node1 node2 node3)
 SVM_STATE_ROOT=/run/slurm-vm

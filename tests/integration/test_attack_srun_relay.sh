@@ -20,6 +20,7 @@ wd="$(workdir)"
 tag="svm-relay-attack.$$"
 home="/home/$SVM_USER"
 # Markers naming the host (a guest's name is NODE-vm): NAME.HOST or NAME.HOST.PID.
+# shellcheck disable=SC2010 # globs that may match nothing, filtered by the host's suffix
 markers() { ls -d /tmp/"$tag".* "$home/$tag".* "$wd/$tag".* 2>/dev/null | grep -E "\.${host//./\\.}(\.[0-9]+)?\$" || true; }
 on_exit 'rm -f /tmp/"$tag".* "$home/$tag".* 2>/dev/null || true'
 

@@ -69,6 +69,7 @@ EOF
 mv "$NODE_CFG.tmp" "$NODE_CFG"
 
 submit_gpu_job() { # workdir
+    # shellcheck disable=SC2046 # vm_opts: options, one a word
     (cd "$1" && as_user "$SVM_USER" sbatch --parsable -w node3 --gres=gpu:1 -t 5 $(vm_opts) \
         -o "$1/slurm-%j.out" --wrap 'echo guest ran')
 }
@@ -160,6 +161,7 @@ del c["devices"]["vf_providers"]
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 fresh_tree
+# shellcheck disable=SC2046 # vm_opts: options, one a word
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -w node3 -t 5 $(vm_opts) -o "$wd/slurm-%j.out" --wrap 'echo guest ran')"
 reason="$(wait_drained node3 120 "job $id's guest cannot join the IPoIB fabric")"
 [[ "$reason" == *'network.fabric is "ipoib" but the guest on node3 gets no InfiniBand VF'* ]] ||

@@ -14,7 +14,6 @@ mkfifo "$wd/fifo.qcow2"
 qemu-img create -q -f qcow2 "$wd/other.qcow2" 64M
 chown -R "$SVM_USER:" "$wd"
 chown 2002:2002 "$wd/other.qcow2"; chmod 600 "$wd/other.qcow2"
-cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
 
 prolog_refuses() {  # image expected-substring
     local job=$((900000 + RANDOM)) rc=0 state

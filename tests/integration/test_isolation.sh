@@ -92,6 +92,7 @@ other() { [[ "$1" == a ]] && echo b || echo a; }
 # any port (the tap or the VXLAN).
 for j in a b; do
     o="$(other "$j")"
+    bj=${base[$j]} bo=${base[$o]}  # plain names in the arithmetic below (shellcheck)
     for i in 0 1; do
         ns="svmj${id[$j]}n$i"
         ip netns list | grep -q "^$ns" || fail "no namespace $ns while job ${id[$j]} runs"
@@ -100,11 +101,11 @@ table bridge svmtest {
   chain pre {
     type filter hook prerouting priority -300; policy accept;
     tcp dport ${base[$j]} counter comment "tcp"
-    udp dport $((base[$j] + 1)) counter comment "bcast"
-    udp dport $((base[$j] + 2)) counter comment "spoof_ip"
+    udp dport $((bj + 1)) counter comment "bcast"
+    udp dport $((bj + 2)) counter comment "spoof_ip"
     ether saddr ${smac[$j]} counter comment "spoof_mac"
     tcp dport ${base[$o]} counter comment "other"
-    udp dport $((base[$o] + 1))-$((base[$o] + 3)) counter comment "other"
+    udp dport $((bo + 1))-$((bo + 3)) counter comment "other"
     ether saddr ${smac[$o]} counter comment "other"
     arp daddr ip { ${arpt[$o]}, ${bcast[$o]} } counter comment "other"
     ether type arp arp daddr ip ${arpt[$j]} counter comment "arp"

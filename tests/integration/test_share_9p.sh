@@ -5,6 +5,7 @@
 # as the user, and nothing is left.
 source "$(dirname "$0")/lib.sh"
 
+# shellcheck disable=SC2034 # read by the on_exit command below
 NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
 on_exit 'rm -f "$NODE_CFG"'
 node_shares_9p node2 >/dev/null
@@ -12,6 +13,7 @@ node_shares_9p node2 >/dev/null
 wd="$(workdir)"
 echo "from the host" >"$wd/in.txt"
 chown -R "$SVM_USER:" "$wd"
+# shellcheck disable=SC2046 # vm_opts: options, one a word
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node2 -t 5 $(vm_opts) --wrap \
     'grep " $(dirname "$PWD") \| $PWD " /proc/mounts | cut -d" " -f3; cat in.txt; echo "from the guest" >out.txt')"
 log "job $id"

@@ -45,6 +45,7 @@ pass "job $id: scancel -b --signal=USR1, then TERM, reached the batch script in 
 # sent to the whole job (every step: the extern step's own process dies of
 # it, the guest does not) and then to the step alone.
 out="$wd/srun.out"
+# shellcheck disable=SC2046 # vm_opts: options, one a word
 (cd "$wd" && as_user "$SVM_USER" srun -N1 -w node2 -t 10 $(vm_opts) bash ./job.sh >"$out" 2>&1) &
 srun_pid=$!
 wait_output "$out" started "srun --vm-image" 600

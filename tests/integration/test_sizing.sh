@@ -8,7 +8,7 @@ wd="$(workdir)"
 printf '#!/bin/bash\necho "vcpus=$(nproc) mem=$(awk "/MemTotal/ {print int(\\$2/1024)}" /proc/meminfo)"\nsleep 40\n' >"$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
 ids=()
-for i in 1 2; do
+for _ in 1 2; do
     # shellcheck disable=SC2046
     ids+=("$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node3 -n1 --mem=1200 $(vm_opts) job.sh)")
 done
@@ -42,6 +42,7 @@ for id in "${ids[@]}"; do wait_clean "$id" 60; done
 pass "two VM jobs on one node: disjoint pinned CPUs matching their cpusets"
 
 # Too little memory for a guest: a clear sentence, the job fails, the node stays.
+# shellcheck disable=SC2046 # vm_opts: options, one a word
 id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 --mem=300 $(vm_opts) job.sh)"
 [[ "$(wait_job "$id" 300)" == FAILED ]] || fail "job $id with 300 MiB did not fail"
 grep -q "request at least .* MiB with --mem" "$wd/slurm-$id.out" || fail "no clear memory message: $(cat "$wd/slurm-$id.out")"

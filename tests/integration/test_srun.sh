@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
 chown "$SVM_USER:" "$wd"
-cd "$wd"
+cd "$wd" || fail "cannot enter $wd"
 rc=0
 # shellcheck disable=SC2046,SC2016
 out="$(as_user "$SVM_USER" srun -N2 -w node1,node2 -n4 --mem=1500 $(vm_opts) -l /bin/sh -c \

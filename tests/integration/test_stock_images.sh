@@ -68,6 +68,7 @@ for flavour in generic cloud; do
 done
 
 # The cloud kernel has no 9p: on a node set to 9p, one sentence, at boot.
+# shellcheck disable=SC2034 # read by an on_exit command
 NODE_CFG="$SVM_CLUSTER_DIR/etc/slurm-vm.node2.json"
 on_exit 'rm -f "$NODE_CFG"'
 node_shares_9p node2 >/dev/null

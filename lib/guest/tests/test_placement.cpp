@@ -11,6 +11,7 @@
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_script.hpp"
 #include "hugepages.hpp"
 #include "irq_profile.hpp"
 #include "job_plan.hpp"
@@ -470,11 +471,12 @@ TEST_CASE("seed: the VF's interrupt moderation is applied by user-data and never
     CHECK(svm::seed_user_data(vf_plan("default", "infiniband"), k).find("ethtool") == std::string::npos);
 
     std::string ib = svm::seed_irq_script(vf_plan("latency", "infiniband"));
-    CHECK(ib.find("in *02:00:00:00:12:34:00:03) devs=") != std::string::npos);  // IPoIB: the port GUID ends the address
-    CHECK(ib.find("ethtool -C \"$dev\" adaptive-rx off rx-usecs 0 rx-frames 1 2>&1") != std::string::npos);
+    CHECK(ib.find("SVM_IRQ_PATTERN='*02:00:00:00:12:34:00:03'\n") !=
+          std::string::npos);  // IPoIB: the port GUID ends the address
+    CHECK(ib.find("SVM_IRQ_ARGS='adaptive-rx off rx-usecs 0 rx-frames 1'\n") != std::string::npos);
     CHECK(ib.find("fail") == std::string::npos);
     std::string eth = svm::seed_irq_script(vf_plan("throughput", "ethernet"));
-    CHECK(eth.find("in 02:00:12:34:00:01) devs=") != std::string::npos);
+    CHECK(eth.find("SVM_IRQ_PATTERN='02:00:12:34:00:01'\n") != std::string::npos);
     CHECK(eth.find("adaptive-rx on rx-usecs-low 40 rx-usecs-high 1000 rx-frames 88") != std::string::npos);
     auto p = vf_plan("latency", "infiniband");
     std::string ud = svm::seed_user_data(p, k);
@@ -503,7 +505,7 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
             "/calls\n"
             "case \"$*\" in *adaptive-rx*) echo 'netlink error: Operation not supported' >&2; exit 1;; esac\n",
         0755);
-    std::string script = svm::seed_irq_script(vf_plan("latency", "infiniband"));
+    std::string script = svm::guest_script_body("netdevs.sh") + svm::seed_irq_script(vf_plan("latency", "infiniband"));
     for (auto pos = script.find("/sys/class/net"); pos != std::string::npos;
          pos = script.find("/sys/class/net", pos + net.size()))
         script.replace(pos, 14, net);

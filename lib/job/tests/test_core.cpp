@@ -11,6 +11,7 @@
 #include "fs.hpp"
 #include "guest_exec.hpp"
 #include "guest_net.hpp"
+#include "guest_script.hpp"
 #include "hostlist.hpp"
 #include "job_plan.hpp"
 #include "ledger.hpp"
@@ -202,102 +203,100 @@ TEST_CASE("seed: standard NoCloud files, a user-data script that quotes everythi
     CHECK(svm::seed_network_config(p).find("macaddress: \"52:54:0a:d5:2b:0a\"") != std::string::npos);
     std::string ud = svm::seed_user_data(p, k);
     CHECK(ud.rfind("#cloud-boothook\n#!/bin/sh\n", 0) == 0);  // early in cloud-init, a script after its first line
-    CHECK(ud.find("'alice:x:2001:2001::/home/alice:/bin/bash'") != std::string::npos);
-    CHECK(ud.find("mkdir -p '/home/alice/run dir'") != std::string::npos);
-    // A stock image's default user (cloud-init's, uid/gid 1000 or any ordinary
-    // ids) holding the job's ids is moved away, before the job's user is made.
-    CHECK(ud.find("svm_find '/etc/passwd' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || usermod -u") <
-          ud.find("svm_nss passwd 'alice'"));
-    CHECK(ud.find("svm_find '/etc/group' 3 2001; [ -z \"$o\" ] || [ \"$o\" = 'alice' ] || groupmod -g") <
-          ud.find("svm_nss group 2001"));
-    CHECK(ud.find(svm::seed_user_script(p)) != std::string::npos);
-    CHECK(ud.find(svm::seed_hosts_script(p)) < ud.find(svm::seed_user_script(p)));
-    // sshd is (re)started with the job's configuration before the marker.
-    CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find("10.213.43.11 node2-vm # slurm-vm") != std::string::npos);
-    CHECK(ud.find(svm::ready_marker(p)) != std::string::npos);
+    // The scripts of lib/guest/scripts, the job's values quoted above each.
+    CHECK(ud.find("SVM_USER='alice'\nSVM_GROUP='alice'\nSVM_HOME='/home/alice'\n") != std::string::npos);
+    CHECK(ud.find("SVM_WORKDIR='/home/alice/run dir'\n") != std::string::npos);
+    CHECK(ud.find("SVM_HOSTNAME='node1-vm'\n") != std::string::npos);
+    const std::string user = svm::seed_user_script(p), hosts = svm::seed_hosts_script(p);
+    const std::string agent = svm::seed_agent_script(p), sshd = svm::seed_sshd_start_script(p);
+    const std::string mounts = svm::seed_mounts_script(p), motd = svm::seed_no_motd_script();
+    for (const std::string* part : {&user, &hosts, &agent, &sshd, &mounts, &motd})
+        CHECK(ud.find(*part) != std::string::npos);
+    // The mounts start first (in the background), the hosts, then the user.
+    CHECK(ud.find(mounts) < ud.find(hosts));
+    CHECK(ud.find(hosts) < ud.find(user));
+    CHECK(ud.find("10.213.43.10 node1-vm # slurm-vm\n10.213.43.11 node2-vm # slurm-vm\n") != std::string::npos);
     CHECK(ud.find("node2-vm,10.213.43.11 ssh-ed25519 AAAAhost2\n") != std::string::npos);
     // The guest's agent starts once the job's user exists, before the
-    // network, the shares and the daemon; the flags its command waits for are
-    // made anew first, "ready" before the daemon starts, the marker after it.
-    std::string agent = svm::seed_agent_script(p);
-    CHECK(ud.find(agent) > ud.find("svm_nss passwd 'alice'"));
-    CHECK(ud.find(agent) < ud.find("addr replace %s dev %s"));
-    CHECK(ud.find(agent) < ud.find(svm::seed_sshd_start_script()));
-    // sshd's privilege separation directory, made once, before the daemon.
-    CHECK(ud.find("[ -d /run/sshd ] || mkdir -p -m 0755 /run/sshd\n") < ud.find(svm::seed_sshd_start_script()));
-    CHECK(ud.find("mkdir -p -m 0755 /run/sshd") == ud.rfind("mkdir -p -m 0755 /run/sshd"));
+    // network and the daemon; "ready" before the daemon starts, the marker
+    // (at the end) after it.
+    CHECK(ud.find(agent) > ud.find(user));
+    CHECK(ud.find(agent) < ud.find("ip -batch -"));
+    CHECK(ud.find(agent) < ud.find(sshd));
+    CHECK(ud.find(sshd) + sshd.size() == ud.size());
+    CHECK(sshd.find("SVM_READY_MARKER='" + svm::ready_marker(p) + "'\n") != std::string::npos);
     // In a session of its own, detached from cloud-init's output (which
     // waits for it), its environment only PATH (its command's too), with the
     // three ports and the job's user.
-    CHECK(
-        agent.find(
-            "\"$ss\" env -i PATH=/usr/local/bin:/usr/bin:/bin /bin/sh -c " + svm::shell_quote(svm::agent_script()) +
-            " svm-agent \"$a\" \"$ao\" \"$ae\" 'alice' /run/slurm-vm \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n") !=
-        std::string::npos);
-    CHECK(agent.find(svm::agent_marker(p)) != std::string::npos);
-    CHECK(agent.find("org.slurm-vm.agent) a=") != std::string::npos);
-    CHECK(agent.find("org.slurm-vm.agent-out) ao=") != std::string::npos);
-    CHECK(agent.find("org.slurm-vm.agent-err) ae=") != std::string::npos);
-    CHECK(ud.find("[ -e /run/slurm-vm ] && rm -rf /run/slurm-vm; mkdir -p -m 0755 /run/slurm-vm && mkfifo -m 0666 "
-                  "/run/slurm-vm/go /run/slurm-vm/srun /run/slurm-vm/started\n") < ud.find("fail()"));
-    CHECK(ud.find("fail() { : >/run/slurm-vm/failed; svm_wake;") != std::string::npos);
+    CHECK(agent.find("SVM_AGENT=" + svm::shell_quote(svm::agent_script()) + "\n") != std::string::npos);
+    CHECK(agent.find("\"$ss\" env -i PATH=/usr/local/bin:/usr/bin:/bin /bin/sh -c \"$SVM_AGENT\" svm-agent \"$a\" "
+                     "\"$ao\" \"$ae\" \"$SVM_USER\" \"$SVM_FLAGS\" \"$ru\" \"$ss\" </dev/null >/dev/null 2>&1 &\n") !=
+          std::string::npos);
+    CHECK(agent.find("SVM_AGENT_MARKER='" + svm::agent_marker(p) + "'\n") != std::string::npos);
+    CHECK(agent.find("SVM_AGENT_PORT='org.slurm-vm.agent'\n") != std::string::npos);
+    CHECK(agent.find("SVM_AGENT_PORT_OUT='org.slurm-vm.agent-out'\n") != std::string::npos);
+    CHECK(agent.find("SVM_AGENT_PORT_ERR='org.slurm-vm.agent-err'\n") != std::string::npos);
+    CHECK(agent.find("SVM_USER='alice'\n") != std::string::npos);
+    CHECK(ud.find("SVM_FLAGS='/run/slurm-vm'\n") < ud.find("fail()"));
     // The flag, then the console line that says so (the VM record is published then).
-    const std::string flag = ": >/run/slurm-vm/ready; svm_wake; log " + svm::shell_quote(svm::set_up_marker(p)) + "\n";
     CHECK(svm::set_up_marker(p) == "SLURM_VM_SET_UP job=42 node=node1");
+    const std::string flag = ": >\"$SVM_FLAGS/ready\"; svm_wake; log \"$SVM_SET_UP_MARKER\"\n";
+    CHECK(ud.find("SVM_SET_UP_MARKER='" + svm::set_up_marker(p) + "'\n") < ud.find(flag));
     CHECK(ud.find(flag) < ud.find(svm::ready_marker(p)));
-    // The daemon waits for the first command's start when the agent took it
-    // (the FIFO held open from before the flag).
-    CHECK(ud.find("exec 7<>/run/slurm-vm/started\n" + flag + "[ -e /run/slurm-vm/taken ] && read _ <&7; exec 7<&-\n") <
-          ud.find(svm::seed_sshd_start_script()));
     // The first command does not wait for the daemon; readiness does.
-    CHECK(ud.find(flag) < ud.find(svm::seed_sshd_start_script()));
-    CHECK(ud.find(svm::seed_sshd_start_script()) < ud.find(svm::ready_marker(p)));
-    CHECK(ud.find(flag) > ud.find("addr replace %s dev %s"));
-    CHECK(ud.find(flag) > ud.find("mkdir -p '/home/alice/run dir'"));
+    CHECK(ud.find(flag) < ud.find(sshd));
+    CHECK(ud.find(flag) > ud.find("ip -batch -"));
+    CHECK(ud.find(flag) > ud.find(mounts));
+    CHECK(ud.find("wait \"$svm_mounts\" || exit 1") < ud.find(flag));
     // srun's shim (the batch script's srun, first on its PATH), installed
     // whole after the agent starts, before the flag.
-    const std::string srun =
-        "install -D -m 0755 /proc/self/fd/0 /usr/local/lib/slurm-vm/bin/srun <<'SVM_SRUN' || "
-        "fail \"cannot install srun in /usr/local/lib/slurm-vm/bin\"\n" +
-        svm::guest_srun_shim() + "SVM_SRUN\n";
-    CHECK(ud.find(srun) != std::string::npos);
+    const std::string shim = svm::guest_srun_shim();
+    REQUIRE(shim.back() == '\n');
+    const std::string srun = "SVM_SRUN=" + svm::shell_quote(shim.substr(0, shim.size() - 1)) + "\n";
     CHECK(ud.find(srun) > ud.find(agent));
     CHECK(ud.find(srun) < ud.find(flag));
     // What the job's first command needs comes before the flag: the SSH
     // client's key and settings (mpirun); what only sshd needs, after it.
     for (const char* before :
-         {"/etc/ssh/ssh_known_hosts\n", "/etc/ssh/slurm-vm/id_ed25519\n", "/etc/ssh/ssh_config.d/slurm-vm.conf\n",
-          "install -D -m 0600 -o 2001 -g 2001 /proc/self/fd/0 /etc/ssh/slurm-vm/id_ed25519"}) {
+         {"/etc/ssh/ssh_known_hosts\n", "/etc/ssh/slurm-vm/id_ed25519 <<SVM_KEY",
+          "/etc/ssh/ssh_config.d/slurm-vm.conf\n",
+          "SVM_USER_KEY='-----BEGIN OPENSSH PRIVATE KEY-----\nu\n-----END OPENSSH PRIVATE KEY-----'\n"}) {
         INFO(before);
         CHECK(ud.find(before) < ud.find(flag));
     }
-    for (const char* after :
-         {"/etc/ssh/slurm-vm/ssh_host_ed25519_key\n", "/etc/ssh/slurm-vm/authorized_keys\n",
-          "/etc/ssh/sshd_config.d/slurm-vm.conf\n", "pam_motd", "Include /etc/ssh/sshd_config.d", "/run/sshd"}) {
+    for (const char* after : {"/etc/ssh/slurm-vm/ssh_host_ed25519_key\n", "/etc/ssh/slurm-vm/authorized_keys\n",
+                              "/etc/ssh/sshd_config.d/slurm-vm.conf\n", "pam_motd", "Include /etc/ssh/sshd_config.d",
+                              "/run/sshd\n", "SVM_AUTHORIZED_KEYS='ssh-ed25519 AAAAuser c\n'\n"}) {
         INFO(after);
         CHECK(ud.find(after) > ud.find(flag));
-        CHECK(ud.find(after) < ud.find(svm::seed_sshd_start_script()));
+        CHECK(ud.find(after) < ud.find(sshd));
     }
-    // The files' bytes as before (printf of the shell, no process).
-    CHECK(ud.find("/etc/ssh/slurm-vm/id_ed25519 <<'SVM_KEY' || fail \"cannot write the job's SSH key\"\n" +
-                  k.user_private + "SVM_KEY\n") != std::string::npos);
-    CHECK(ud.find("printf %s 'ssh-ed25519 AAAAuser c\n' >/etc/ssh/slurm-vm/authorized_keys\n") != std::string::npos);
-    // A line that would end the key's here-document early is refused.
-    for (const char* bad : {"SVM_KEY\nrest\n", "key\nSVM_KEY\nrest"}) {
-        auto k2 = k;
-        k2.user_private = bad;
-        CHECK_THROWS_WITH(svm::seed_user_data(p, k2), Catch::Contains("would contain the line SVM_KEY"));
+    // The key's bytes reach the file as they are through the here-document
+    // (its text an expansion, never read for the end line): a key with a
+    // line that would end it early, quotes, $ and backslashes included.
+    for (const char* key : {"SVM_KEY\nrest\n", "key\nSVM_KEY\nrest", "a'b\"$x`y`\\n\\\n", ""}) {
+        std::string text = key;
+        if (!text.empty() && text.back() == '\n') text.pop_back();
+        auto r =
+            svm::run({"/bin/sh", "-c",
+                      svm::sh_assignments({{"SVM_USER_KEY", text, true}}) + "cat <<SVM_KEY\n$SVM_USER_KEY\nSVM_KEY\n"});
+        std::string want = key;
+        if (want.empty() || want.back() != '\n') want += '\n';
+        CHECK(r.out == want);
     }
+    CHECK(svm::guest_script("client.sh")
+              .find("/etc/ssh/slurm-vm/id_ed25519 <<SVM_KEY || fail \"cannot write the job's SSH "
+                    "key\"\n$SVM_USER_KEY\nSVM_KEY\n") != std::string::npos);
     // The host's entropy first when the first command logs into the other
     // guests (two nodes here), else with sshd (one node).
-    CHECK(ud.find("modprobe virtio_rng") < ud.find(agent));
+    CHECK(ud.find("SVM_PEERS='2'\n") < ud.find("if [ \"$SVM_PEERS\" -gt 1 ]; then svm_rng; fi"));
+    CHECK(ud.find("if [ \"$SVM_PEERS\" -le 1 ]; then svm_rng; fi") > ud.find(flag));
+    CHECK(ud.find("if [ \"$SVM_PEERS\" -le 1 ]; then svm_rng; fi") < ud.find(sshd));
     auto one = p;
     one.peers.resize(1);
-    std::string ud1 = svm::seed_user_data(one, k);
-    CHECK(ud1.find("modprobe virtio_rng") > ud1.find(flag));
-    CHECK(ud1.find("modprobe virtio_rng") < ud1.find(svm::seed_sshd_start_script()));
-    CHECK(ud1.find("modprobe virtio_rng") == ud1.rfind("modprobe virtio_rng"));
+    CHECK(svm::seed_user_data(one, k).find("SVM_PEERS='1'\n") != std::string::npos);
+    CHECK(ud.find("mkdir -p -m 0755 /run/sshd") == ud.rfind("mkdir -p -m 0755 /run/sshd"));
+    CHECK(svm::guest_script("head.sh").find("if [ \"$SVM_PEERS\" -gt 1 ]; then svm_rng; fi") != std::string::npos);
     // A machine without the ports (this one; modprobe is a stand-in): nothing
     // started, nothing said.
     svm::test::TempDir bin("svm-bin");
@@ -338,7 +337,8 @@ std::string sshd_start_calls(const std::string& units, const std::string& active
     fake += "esac\n";
     svm::write_file_atomic(svm::path_join(bin, "systemctl"), fake, 0755);
     std::string script = "PATH=" + bin + ":$PATH\nfail() { echo \"failed: $*\" >>" + svm::shell_quote(log) +
-                         "; exit 1; }\n" + svm::seed_sshd_start_script(svm::path_join(d.path(), "systemd"));
+                         "; exit 1; }\nlog() { :; }\n" +
+                         svm::seed_sshd_start_script(sample_plan(), svm::path_join(d.path(), "systemd"));
     svm::run({"/bin/sh", "-c", script});
     std::string calls;
     svm::read_file_if_exists(log, calls);
@@ -394,8 +394,7 @@ TEST_CASE("seed: the peers' lines replace earlier ones in the hosts files, the r
         hosts, "127.0.0.1 localhost\n10.213.9.9 old-vm # slurm-vm\n::1 ip6-localhost\n192.0.2.7 x\\y", 0644);
     svm::write_file_atomic(tmpl, "## template:jinja\n127.0.0.1 {{fqdn}}\n", 0644);
     auto p = sample_plan();
-    std::string files = svm::shell_quote(hosts) + " " + svm::shell_quote(d.path()) + "/hosts.*.tmpl " +
-                        svm::shell_quote(d.path()) + "/absent";
+    std::string files = hosts + " " + d.path() + "/hosts.*.tmpl " + d.path() + "/absent";
     std::string script = svm::seed_hosts_script(p, files);
     REQUIRE(svm::run({"/bin/sh", "-c", script}).status == 0);
     const std::string ours = "10.213.43.10 node1-vm # slurm-vm\n10.213.43.11 node2-vm # slurm-vm\n";
@@ -407,7 +406,7 @@ TEST_CASE("seed: the peers' lines replace earlier ones in the hosts files, the r
     CHECK(svm::read_file(tmpl) == "## template:jinja\n127.0.0.1 {{fqdn}}\n" + ours);
     // A fabric: the peers' IPoIB addresses.
     p.peers[1].fabric_ip = "10.214.43.11";
-    REQUIRE(svm::run({"/bin/sh", "-c", svm::seed_hosts_script(p, svm::shell_quote(hosts))}).status == 0);
+    REQUIRE(svm::run({"/bin/sh", "-c", svm::seed_hosts_script(p, hosts)}).status == 0);
     CHECK(svm::read_file(hosts).find("10.214.43.11 node2-vm # slurm-vm\n") != std::string::npos);
     CHECK(svm::read_file(hosts).find("10.213.43.11") == std::string::npos);
 }
