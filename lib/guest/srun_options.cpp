@@ -1,5 +1,6 @@
 #include "srun_options.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace svm {
@@ -239,6 +240,31 @@ RelayRequest parse_relay_request(std::string_view bytes) {
     }
     r.status = RelayRequest::Status::complete;
     return r;
+}
+
+RelayRequest RelayRequestReader::parse() {
+    scanned_ += buf_.size();
+    return parse_relay_request(buf_);
+}
+
+RelayRequest RelayRequestReader::feed(std::string_view piece) {
+    size_t from = buf_.size();
+    buf_.append(piece);
+    if (buf_.size() > kRelayMaxRequest) return parse();  // bad: too large
+    if (!have_line_) {
+        size_t nl = buf_.find('\n', from);
+        scanned_ += (nl == std::string::npos ? buf_.size() : nl + 1) - from;
+        if (nl == std::string::npos) return buf_.size() >= kRelayMaxLine ? parse() : RelayRequest{};
+        have_line_ = true;
+        // Any other verb, a line too long or a bad count: complete or bad now.
+        if (nl >= kRelayMaxLine || buf_.compare(0, 5, "SRUN ") != 0) return parse();
+        fields_ = field_count(buf_.substr(5, nl - 5));
+        if (fields_ == 0) return parse();
+        from = nl + 1;
+    }
+    nuls_ += static_cast<size_t>(std::count(buf_.begin() + static_cast<std::ptrdiff_t>(from), buf_.end(), '\0'));
+    scanned_ += buf_.size() - from;
+    return nuls_ < fields_ ? RelayRequest{} : parse();
 }
 
 }  // namespace svm

@@ -38,6 +38,28 @@ inline constexpr size_t kRelayMaxRequest = 8u << 20;
 // bounds hold), bad as soon as they cannot become a valid request.
 RelayRequest parse_relay_request(std::string_view bytes);
 
+// The same framing for bytes that come in pieces (a socket's reads), in work
+// linear in their number: each piece is scanned once for the line's end and
+// the SRUN fields' NULs, and parse_relay_request looks at the whole once,
+// when a request can be complete or the bounds are broken. feed() answers
+// what parse_relay_request would of all the bytes so far; feed no more once
+// it answered complete or bad.
+class RelayRequestReader {
+public:
+    RelayRequest feed(std::string_view piece);
+    // Bytes looked at so far, parse_relay_request's counted in full: the
+    // tests' measure of the work.
+    size_t scanned() const { return scanned_; }
+
+private:
+    RelayRequest parse();
+    std::string buf_;
+    bool have_line_ = false;
+    size_t fields_ = 0;  // SRUN: the fields the line announced
+    size_t nuls_ = 0;    // NULs after the line so far
+    size_t scanned_ = 0;
+};
+
 // The srun arguments a guest sent, checked against the allow-list: "" when
 // every option is allowed, else one sentence for the guest's srun. Options
 // end at "--" or the first argument that is not an option (srun's own rule);

@@ -152,22 +152,22 @@ void SrunRelay::serve() {
 }
 
 namespace {
-// Reads one request, as parse_relay_request frames it: nullopt when the peer
+// Reads one request, as parse_relay_request frames it (RelayRequestReader:
+// linear in the request's size): nullopt when the peer
 // goes away first or sends what cannot be one (answered "ERR ...").
 std::optional<RelayRequest> read_request(int fd) {
-    std::string buf;
+    RelayRequestReader reader;
     char chunk[4096];
     for (;;) {
-        RelayRequest r = parse_relay_request(buf);
+        ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        RelayRequest r = reader.feed(std::string_view(chunk, static_cast<size_t>(n)));
         if (r.status == RelayRequest::Status::complete) return r;
         if (r.status == RelayRequest::Status::bad) {
             write_all(fd, "ERR " + r.error + "\n");
             return std::nullopt;
         }
-        ssize_t n = ::read(fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return std::nullopt;
-        buf.append(chunk, static_cast<size_t>(n));
     }
 }
 }  // namespace

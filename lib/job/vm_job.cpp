@@ -540,6 +540,8 @@ void check_request_as_user(Preparation& s) {
         }
         CheckedImage ci = open_image_as_user(req.image, s.who, policy);
         info = ci.info;
+        // bench/run reads this step's time from the job's log: keep its words.
+        s.steps.done("prolog: image opened and checked as the user");
         // A registry image's is its manifest's; a file's is read once per
         // job, by the head node's keeper as the user (keeper.hpp), not here.
         digest = oci_digest;
@@ -755,8 +757,9 @@ void prepare_guest(Preparation& s) {
     make_job_dir_for_user(s);
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
+    s.steps.done("prolog: network planned, job directory, shares checked");
     check_request_as_user(s);
-    s.steps.done("prolog: network planned, job directory, shares checked, image opened and checked as the user");
+    s.steps.done("prolog: kernel and initrd opened as the user, the request's other fields checked");
     make_keys_and_identity(s);
     s.steps.done("prolog: keys and known_hosts");
     prepare_guest_devices(s);

@@ -3,7 +3,8 @@
 // batch step, which runs as the job's user on the host. Properties: a
 // complete request has a known verb; an SRUN request's fields hold no NUL and
 // fit in the bytes sent; a refusal of the request or of its options is one
-// line without control characters (the guest's srun reads one line).
+// line without control characters (the guest's srun reads one line); the
+// relay's reader, fed the bytes in pieces, frames them the same in linear work.
 #include "fuzz.hpp"
 
 namespace {
@@ -21,6 +22,17 @@ using svm::fuzz::require;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string in = svm::fuzz::text(data, size);
     svm::RelayRequest r = svm::parse_relay_request(in);
+    // The relay's reader, given the same bytes in pieces, answers the same.
+    svm::RelayRequestReader reader;
+    svm::RelayRequest piecewise;
+    size_t step = 1 + size % 97;
+    for (size_t at = 0; at < in.size() && piecewise.status == svm::RelayRequest::Status::incomplete; at += step)
+        piecewise = reader.feed(std::string_view(in).substr(at, step));
+    // (Past the bound the whole is refused, where a prefix may have been complete.)
+    require(in.size() > svm::kRelayMaxRequest ||
+                (piecewise.status == r.status && piecewise.fields == r.fields && piecewise.error == r.error),
+            "the reader frames as parse_relay_request does");
+    require(reader.scanned() <= 2 * in.size() + 1, "the reader's work is linear");
     if (r.status == svm::RelayRequest::Status::bad) {
         require(one_line(r.error), "a refusal is one line");
         return 0;

@@ -245,3 +245,31 @@ power_loss() {
         fail "slurmd $node did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-$node.log)"
     return 0
 }
+
+# oci_layout DIR LAYER [DIFF_ID]: an OCI image layout in DIR (tag v1, for
+# `skopeo copy oci:DIR:v1 ...`) of one image whose one layer is the gzip'd
+# tar in the file LAYER (its bytes become a blob; LAYER is left as it is).
+# Its config names DIFF_ID as the layer's uncompressed digest, the layer's
+# own digest when none is given (a bomb's would have to be decompressed).
+oci_layout() {
+    python3 - "$@" <<'PY'
+import hashlib, json, os, sys
+lay, layer_file = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(lay, "blobs", "sha256"))
+def blob(data):
+    h = hashlib.sha256(data).hexdigest()
+    open(os.path.join(lay, "blobs", "sha256", h), "wb").write(data)
+    return "sha256:" + h, len(data)
+layer, lsize = blob(open(layer_file, "rb").read())
+diff_id = sys.argv[3] if len(sys.argv) > 3 else layer
+config, csize = blob(json.dumps({"architecture": "amd64", "os": "linux",
+                                 "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
+manifest, msize = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": csize},
+    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer, "size": lsize}]}).encode())
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "digest": manifest, "size": msize, "annotations": {"org.opencontainers.image.ref.name": "v1"}}]},
+    open(os.path.join(lay, "index.json"), "w"))
+json.dump({"imageLayoutVersion": "1.0.0"}, open(os.path.join(lay, "oci-layout"), "w"))
+PY
+}

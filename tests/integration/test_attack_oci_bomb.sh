@@ -36,14 +36,9 @@ set_oci 240
 
 # push KIND TAG: an image whose one layer is a bomb of that kind.
 push() {
-    python3 - "$tmp/$1" "$1" <<'PY'
-import gzip, hashlib, io, json, os, sys, tarfile, zlib
-lay, kind = sys.argv[1], sys.argv[2]
-os.makedirs(os.path.join(lay, "blobs", "sha256"))
-def blob(data):
-    h = hashlib.sha256(data).hexdigest()
-    open(os.path.join(lay, "blobs", "sha256", h), "wb").write(data)
-    return "sha256:" + h, len(data)
+    python3 - "$tmp/$1.layer.gz" "$1" <<'PY'
+import gzip, io, sys, tarfile
+out, kind = sys.argv[1], sys.argv[2]
 if kind == "size":
     # disk/disk.img: a tar header, 1.5 GiB of zeros, the end: gzip members
     # of 64 MiB of zeros each, compressed once (a multi-member gzip stream).
@@ -59,17 +54,9 @@ else:
         d = tarfile.TarInfo("disk/disk.img"); d.size = 4
         t.addfile(d, io.BytesIO(b"QFI\xfb"))
     layer = gzip.compress(buf.getvalue(), mtime=0)
-ldig, lsize = blob(layer)
-config, csize = blob(json.dumps({"architecture": "amd64", "os": "linux",
-                                 "rootfs": {"type": "layers", "diff_ids": [ldig]}}).encode())
-manifest, msize = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": csize},
-    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": ldig, "size": lsize}]}).encode())
-json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-    "digest": manifest, "size": msize, "annotations": {"org.opencontainers.image.ref.name": "v1"}}]},
-    open(os.path.join(lay, "index.json"), "w"))
-json.dump({"imageLayoutVersion": "1.0.0"}, open(os.path.join(lay, "oci-layout"), "w"))
+open(out, "wb").write(layer)
 PY
+    oci_layout "$tmp/$1" "$tmp/$1.layer.gz"
     skopeo --insecure-policy copy --quiet --dest-tls-verify=false "oci:$tmp/$1:v1" "docker://$SVM_REGISTRY/svm/bomb-$1:v1" ||
         fail "skopeo could not push the $1 bomb to $SVM_REGISTRY"
     skopeo --insecure-policy inspect --tls-verify=false --no-tags --format '{{.Digest}}' "docker://$SVM_REGISTRY/svm/bomb-$1:v1"

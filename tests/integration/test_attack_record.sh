@@ -48,6 +48,18 @@ assert vm["v"] == 1 and sorted(vm["nodes"]) == want, vm
 PY
 }
 sacct_comment() { sacct -n -X -j "$1" -o AdminComment%8000 -P 2>/dev/null | head -n1; }
+# ours_alone ID: waits (60 s at most) until job ID's AdminComment in sacct
+# holds node1's record of slurm-vm's alone, then sets comment to it; fails
+# when it never does.
+ours_alone() {
+    local end=$(( $(date +%s) + 60 ))
+    until only_ours "$(sacct_comment "$1")" node1 2>/dev/null; do
+        (( $(date +%s) < end )) || break
+        sleep 2
+    done
+    comment="$(sacct_comment "$1")"
+    only_ours "$comment" node1 || fail "job $1's AdminComment is not slurm-vm's alone: $comment"
+}
 
 forged='{"forged_by":"svmuser","slurm_vm":{"v":1,"nodes":{"node1":{"image":"forged"},"node9":{"error":"forged"}}}}'
 # shellcheck disable=SC2046
@@ -68,13 +80,7 @@ wait_output "$wd/slurm-$id.out" "got USR1 in node1-vm" "scancel -b --signal=USR1
 touch "$wd/go"
 st="$(wait_job "$id" 300)"
 [[ "$st" == COMPLETED ]] || fail "job $id ended $st: $(cat "$wd/slurm-$id.out" 2>/dev/null)"
-end=$(( $(date +%s) + 60 )); comment=""
-until only_ours "$(sacct_comment "$id")" node1 2>/dev/null; do
-    (( $(date +%s) < end )) || break
-    sleep 2
-done
-comment="$(sacct_comment "$id")"
-only_ours "$comment" node1 || fail "job $id's AdminComment is not slurm-vm's alone: $comment"
+ours_alone "$id"
 python3 -c 'import json,sys; e=json.loads(sys.argv[1])["slurm_vm"]["nodes"]["node1"]; assert e["ready_ms"]>0 and e["image"]!="forged", e' \
     "$comment" || fail "job $id's record lacks its node's entry: $comment"
 wait_clean "$id" 60
@@ -96,13 +102,7 @@ took=$(( $(date +%s) - t0 ))
 (( took < 120 )) || fail "job $id2's refusal took ${took}s"
 grep -q "has a backing file (/etc/shadow)" "$wd/slurm-$id2.out" ||
     fail "job $id2's output lacks the one sentence: $(cat "$wd/slurm-$id2.out" 2>/dev/null)"
-end=$(( $(date +%s) + 60 ))
-until only_ours "$(sacct_comment "$id2")" node1 2>/dev/null; do
-    (( $(date +%s) < end )) || break
-    sleep 2
-done
-comment="$(sacct_comment "$id2")"
-only_ours "$comment" node1 || fail "job $id2's AdminComment is not slurm-vm's alone: $comment"
+ours_alone "$id2"
 grep -q "has a backing file" <<<"$comment" || fail "job $id2's record lacks the refusal: $comment"
 wait_clean "$id2" 60
 no_node_drained

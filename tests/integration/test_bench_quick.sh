@@ -28,7 +28,8 @@ assert r["quick"] is True and r["repeat"] == 1
 for k in ("cpu_model", "nproc", "accelerator", "versions"):
     assert k in r["machine"], k
 items = r["items"]
-for k in ("start_overhead", "teardown", "time_to_user_code", "concurrency", "devices", "guest_efficiency"):
+for k in ("start_overhead", "teardown", "time_to_user_code", "concurrency", "devices", "guest_efficiency",
+          "image_step"):
     assert k in items, "missing item " + k
     it = items[k]
     assert it.get("error") or it.get("skipped") or it.get("plugin_ms") or it.get("scenarios") \
@@ -40,6 +41,14 @@ for k in ("start_overhead", "teardown"):
             assert s["min"] <= s["median"] <= s["max"], s
         assert it["ratio"] > 0 and it["met"] in (True, False)
 assert items["devices"].get("restored") is True, "device layer: tree not restored"
+it = items["image_step"]
+if "rows" in it:
+    for n in ("1", "3"):
+        for k in ("warm_image_ms", "cold_image_ms", "warm_other_ms", "by_hand_qemu_img_ms"):
+            s = it["rows"][n][k]
+            assert s["min"] <= s["median"] <= s["max"], (n, k, s)
+    assert it["digest"]["digest_ms"]["n"] == it["digest"]["sha256sum_ms"]["n"] >= 1, it["digest"]
+    assert it["model"]["nodes"] == 1000 and it["model"]["bytes_read_from_the_image"]["digest"] > 0
 assert "kvm_usable" in items["guest_efficiency"]
 PY
 grep -q '^| # | figure | slurm-vm | baseline (same run) | ratio | target | met |$' "$out/latest.md" \

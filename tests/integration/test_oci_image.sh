@@ -33,29 +33,10 @@ cp --reflink=auto "$VM_TEST_IMAGE" "$tmp/l/disk/disk.qcow2"
 # The same bytes every run (no dates in the tar or the gzip header): the
 # registry stores one blob however often the suite runs.
 tar --owner=107 --group=107 --mtime=@0 --sort=name -C "$tmp/l" -cf "$tmp/layer.tar" disk
-python3 - "$tmp" <<'PY'
-import gzip, hashlib, json, os, shutil, sys
-t = sys.argv[1]
-lay = os.path.join(t, "layout")
-os.makedirs(os.path.join(lay, "blobs", "sha256"))
-def blob(data):
-    h = hashlib.sha256(data).hexdigest()
-    open(os.path.join(lay, "blobs", "sha256", h), "wb").write(data)
-    return "sha256:" + h, len(data)
-raw = open(os.path.join(t, "layer.tar"), "rb").read()
-diff_id = "sha256:" + hashlib.sha256(raw).hexdigest()
-layer, lsize = blob(gzip.compress(raw, compresslevel=1, mtime=0))
-config, csize = blob(json.dumps({"architecture": "amd64", "os": "linux",
-                                 "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode())
-manifest, msize = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": csize},
-    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer, "size": lsize}]}).encode())
-json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-    "digest": manifest, "size": msize, "annotations": {"org.opencontainers.image.ref.name": "v1"}}]},
-    open(os.path.join(lay, "index.json"), "w"))
-json.dump({"imageLayoutVersion": "1.0.0"}, open(os.path.join(lay, "oci-layout"), "w"))
-PY
-rm -rf "$tmp/l" "$tmp/layer.tar"
+python3 -c 'import gzip, sys; open(sys.argv[2], "wb").write(gzip.compress(open(sys.argv[1], "rb").read(), compresslevel=1, mtime=0))' \
+    "$tmp/layer.tar" "$tmp/layer.tar.gz"
+oci_layout "$tmp/layout" "$tmp/layer.tar.gz" "sha256:$(sha256sum <"$tmp/layer.tar" | cut -d' ' -f1)"
+rm -rf "$tmp/l" "$tmp/layer.tar" "$tmp/layer.tar.gz"
 ref="$SVM_REGISTRY/svm/testdisk:v1"
 skopeo --insecure-policy copy --quiet --dest-tls-verify=false "oci:$tmp/layout:v1" "docker://$ref" ||
     fail "skopeo could not push the containerDisk to $SVM_REGISTRY"
