@@ -69,6 +69,7 @@ grep '/$' "$TMP/paths" | sed 's|/$||' | sort >"$TMP/dirs"
 cat >"$TMP/want-files" <<EOF
 /etc/slurm-vm/slurm-vm.json
 $PLUGIN
+/usr/libexec/slurm-vm/slurm-vm-adopt
 /usr/libexec/slurm-vm/slurm-vm-exec
 /usr/libexec/slurm-vm/slurm-vm-job-info
 /usr/libexec/slurm-vm/slurm-vm-keeper
@@ -99,7 +100,7 @@ fi
 ! awk '$2 != "root/root"' "$TMP/contents" | grep -q . || fail "files not owned by root: $(awk '$2 != "root/root"' "$TMP/contents")"
 for f in /usr/sbin/slurm-vm /usr/sbin/slurm-vm-prolog /usr/sbin/slurm-vm-epilog \
          /usr/libexec/slurm-vm/slurm-vm-keeper /usr/libexec/slurm-vm/slurm-vm-exec \
-         /usr/libexec/slurm-vm/slurm-vm-job-info; do
+         /usr/libexec/slurm-vm/slurm-vm-job-info /usr/libexec/slurm-vm/slurm-vm-adopt; do
     grep -q "^-rwxr-xr-x .* \.$f\$" "$TMP/contents" || fail "$f is not mode 0755"
 done
 pass "contents: $(wc -l <"$TMP/files") files in the expected places, nothing else"
