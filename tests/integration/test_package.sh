@@ -190,6 +190,13 @@ echo "required /usr/lib/$MA/slurm-wlm/slurm-vm-missing.so" >"$C/plugstack.conf"
 ! SLURM_CONF="$C/slurm.conf" timeout 30 sbatch --help >/dev/null 2>&1 || fail "sbatch --help ignores a missing required plugin"
 
 # --- commands and man pages ------------------------------------------------------
+# The installed doctor's release check against the cluster's running Slurm
+# (this leg's release: 22.05, 24.11 or 26.05): the package was built for it.
+out="$(/usr/sbin/slurm-vm doctor --config "$SVM_CLUSTER_DIR/etc/slurm-vm.json" 2>&1)" || true
+running="$(scontrol show config | awk '$1 == "SLURM_VERSION" {print $3}')"
+grep -qE "slurm-release.*Slurm $running, plugin built for ${running%.*}" <<<"$out" ||
+    fail "the installed doctor does not find Slurm $running to be the release it was built for: $(grep -m1 slurm-release <<<"$out")"
+pass "installed doctor: $(grep -m1 slurm-release <<<"$out" | tr -s ' ')"
 out="$(/usr/sbin/slurm-vm --help)" || fail "slurm-vm --help failed"
 grep -q 'sweep' <<<"$out" || fail "slurm-vm --help: $out"
 [[ "$(/usr/sbin/slurm-vm --version)" == "slurm-vm "* ]] || fail "slurm-vm --version"
