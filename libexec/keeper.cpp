@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "guest_net.hpp"
 #include "job_record.hpp"
 #include "keeper.hpp"
 #include "libvirt_session.hpp"
@@ -82,7 +83,10 @@ int main(int argc, char** argv) {
         o.on_start = [&relay](const svm::JobPlan& p) {
             std::vector<std::string> nodes;
             for (const auto& peer : p.peers) nodes.push_back(peer.node);
-            relay = std::make_unique<svm::RecordRelay>(p.job_id, p.node, p.node_index, nodes, p.netns);
+            std::optional<svm::RelaySegment> segment;
+            if (!p.netns.empty())
+                segment = svm::RelaySegment{svm::segment_host_side(0).ip, [ns = p.netns] { svm::enter_netns(ns); }};
+            relay = std::make_unique<svm::RecordRelay>(p.job_id, p.node, p.node_index, nodes, std::move(segment));
             relay->start();
         };
         o.on_ready = [&relay](const svm::JobPlan&, const std::string& record, const std::atomic<bool>& cancelled) {

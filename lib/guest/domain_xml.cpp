@@ -6,6 +6,7 @@
 
 #include "cpuset.hpp"
 #include "error.hpp"
+#include "pci_address.hpp"
 
 namespace svm {
 
@@ -26,17 +27,11 @@ std::string xml_escape(const std::string& s) {
 
 namespace {
 
-struct HostFunction {
-    unsigned dom = 0, bus = 0, slot = 0, fn = 0;
-};
-
-HostFunction parse_function(const std::string& domain, const std::string& a) {
-    HostFunction f;
-    char tail = 0;
-    if (std::sscanf(a.c_str(), "%x:%x:%x.%x%c", &f.dom, &f.bus, &f.slot, &f.fn, &tail) != 4 || f.dom > 0xffff ||
-        f.bus > 0xff || f.slot > 0x1f || f.fn > 7)
-        SVM_THROW("domain " + domain + ": bad PCI address " + a);
-    return f;
+// A host function from its address in the kernel's form, DDDD:BB:DD.F.
+PciAddress parse_function(const std::string& domain, const std::string& a) {
+    auto f = PciAddress::try_parse(a);
+    if (!f) SVM_THROW("domain " + domain + ": bad PCI address " + a);
+    return *f;
 }
 
 std::string pci_address(unsigned dom, unsigned bus, unsigned slot, unsigned fn, bool guest,
@@ -53,25 +48,26 @@ std::string pci_address(unsigned dom, unsigned bus, unsigned slot, unsigned fn, 
 // VF at function 3 is function 0 in the guest, where it is enumerated).
 std::string hostdev_xml(const DomainSpec& s) {
     struct Slot {
-        HostFunction key;
-        std::vector<std::pair<HostFunction, const HostdevSpec*>> fns;
+        PciAddress key;
+        std::vector<std::pair<PciAddress, const HostdevSpec*>> fns;
     };
     std::map<int, std::vector<Slot>> groups;  // host NUMA node (-1 = unknown) -> slots, in spec order
     for (const auto& h : s.hostdevs) {
-        HostFunction f = parse_function(s.name, h.address);
+        PciAddress f = parse_function(s.name, h.address);
         // A function whose node the host does not say joins the guest memory's node.
         auto& slots = groups[h.numa_node >= 0 ? h.numa_node : s.numa_node >= 0 ? s.numa_node : -1];
         Slot* into = nullptr;
         for (auto& sl : slots)
-            if (sl.key.dom == f.dom && sl.key.bus == f.bus && sl.key.slot == f.slot) into = &sl;
+            if (sl.key.same_slot(f)) into = &sl;
         if (!into) {
             slots.push_back({f, {}});
             into = &slots.back();
         }
         for (const auto& have : into->fns)
-            if (have.first.fn == f.fn) SVM_THROW("domain " + s.name + ": PCI function " + h.address + " given twice");
+            if (have.first.function == f.function)
+                SVM_THROW("domain " + s.name + ": PCI function " + h.address + " given twice");
         auto pos = into->fns.begin();
-        while (pos != into->fns.end() && pos->first.fn < f.fn) ++pos;
+        while (pos != into->fns.end() && pos->first.function < f.function) ++pos;
         into->fns.insert(pos, {f, &h});
     }
     std::string ctl, dev;
@@ -90,10 +86,10 @@ std::string hostdev_xml(const DomainSpec& s) {
             ctl += "      " + pci_address(0, up, static_cast<unsigned>(i), 0, true) + "\n    </controller>\n";
             const auto& fns = slots[i].fns;
             for (size_t k = 0; k < fns.size(); ++k) {
-                const HostFunction& f = fns[k].first;
+                const PciAddress& f = fns[k].first;
                 // managed='no': our device steps bound it to vfio-pci (and give it back).
                 dev += "    <hostdev mode='subsystem' type='pci' managed='no'>\n      <driver name='vfio'/>\n";
-                dev += "      <source>" + pci_address(f.dom, f.bus, f.slot, f.fn, false) + "</source>\n";
+                dev += "      <source>" + pci_address(f.domain, f.bus, f.slot, f.function, false) + "</source>\n";
                 dev +=
                     "      " + pci_address(0, down, 0, static_cast<unsigned>(k), true, k == 0 && fns.size() > 1) + "\n";
                 dev += "    </hostdev>\n";

@@ -218,6 +218,42 @@ std::string error_record(const std::string& reason) {
     return json_dump(o.get());
 }
 
+CommentUpdate update_admin_comment(uint32_t job_id, const std::function<void(json_t*)>& merge, const PublishOptions& o,
+                                   const std::function<std::string()>& published) {
+    RunOptions ro;
+    ro.env = inherited_env({"PATH", "SLURM_CONF"});
+    ro.timeout_ms = o.timeout_ms;
+    std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ job_id);
+    std::string job = std::to_string(job_id);
+    for (int attempt = 0; attempt < o.attempts; ++attempt) {
+        if (o.cancel && *o.cancel) return CommentUpdate::failed;
+        std::string why;
+        auto current = read_admin_comment(job_id, o.timeout_ms, why);
+        if (!current) {
+            log::warn("AdminComment not updated: " + why);
+            return CommentUpdate::failed;
+        }
+        auto next = updated_admin_comment(*current, merge);
+        if (!next) {
+            if (attempt >= o.settled) return CommentUpdate::in_place;  // seen in place after settling
+        } else {
+            RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
+            if (!w.ok()) {
+                log::warn("AdminComment not updated (exit " + std::to_string(w.status) + "): " + trim(w.err + w.out));
+                if (job_takes_no_updates(w.err + w.out)) return CommentUpdate::finished;
+            } else {
+                log::info("VM record published in AdminComment" + (published ? published() : std::string()));
+            }
+        }
+        if (attempt + 1 < o.attempts && o.pause_max_ms > 0) {
+            int span = std::max(1, o.pause_max_ms - o.pause_min_ms);
+            ::usleep(static_cast<useconds_t>(o.pause_min_ms + static_cast<int>(rng() % static_cast<unsigned>(span))) *
+                     1000);
+        }
+    }
+    return CommentUpdate::failed;
+}
+
 bool publish_node_record(uint32_t job_id, const std::string& node, const std::string& fields, const PublishOptions& o) {
     json_error_t err;
     Json want(json_loads(fields.c_str(), 0, &err));
@@ -225,40 +261,9 @@ bool publish_node_record(uint32_t job_id, const std::string& node, const std::st
         log::error("not a JSON object, not published: " + fields);
         return false;
     }
-    RunOptions ro;
-    ro.env = inherited_env({"PATH", "SLURM_CONF"});
-    ro.timeout_ms = o.timeout_ms;
-    std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ job_id);
-    std::string job = std::to_string(job_id);
-    for (int attempt = 0; attempt < o.attempts; ++attempt) {
-        if (o.cancel && *o.cancel) return false;
-        std::string why;
-        auto current = read_admin_comment(job_id, o.timeout_ms, why);
-        if (!current) {
-            log::warn("AdminComment not updated: " + why);
-            return false;
-        }
-        auto next = updated_admin_comment(*current,
-                                          [&](json_t* root) { merge_node_record(root, node, want.get(), o.replace); });
-        if (!next) {
-            if (attempt >= o.settled) return true;  // seen in place after settling
-        } else {
-            RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
-            if (!w.ok()) {
-                log::warn("AdminComment not updated (exit " + std::to_string(w.status) + "): " + trim(w.err + w.out));
-                if (job_takes_no_updates(w.err + w.out)) return false;
-            } else {
-                log::info("VM record published in AdminComment");
-            }
-            log::debug("this node's entry: " + fields);
-        }
-        if (attempt + 1 < o.attempts) {
-            int span = std::max(1, o.pause_max_ms - o.pause_min_ms);
-            ::usleep(static_cast<useconds_t>(o.pause_min_ms + static_cast<int>(rng() % static_cast<unsigned>(span))) *
-                     1000);
-        }
-    }
-    return false;
+    log::debug("this node's entry: " + fields);
+    auto merge = [&](json_t* root) { merge_node_record(root, node, want.get(), o.replace); };
+    return update_admin_comment(job_id, merge, o) == CommentUpdate::in_place;
 }
 
 bool job_takes_no_updates(const std::string& scontrol_output) {

@@ -100,10 +100,25 @@ struct PublishOptions {
 // ended: "Job has already finished"); trying again is then pointless.
 bool job_takes_no_updates(const std::string& scontrol_output);
 
+// How update_admin_comment ended.
+enum class CommentUpdate {
+    in_place,  // read back (after `settled` attempts) with nothing left to merge
+    finished,  // the job takes no more updates (job_takes_no_updates)
+    failed,    // Slurm could not be asked, or the attempts ran out
+};
+
+// The one read-modify-write of a job's AdminComment: reads it, lets `merge`
+// change the record (updated_admin_comment), writes it back with `scontrol
+// update` when it changed, and reads again until it stays in place. Uses
+// o.attempts, o.settled, the pauses, o.timeout_ms and o.cancel (o.replace is
+// the merge's); `published` (optional) adds to the log line of each write.
+CommentUpdate update_admin_comment(uint32_t job_id, const std::function<void(json_t*)>& merge, const PublishOptions& o,
+                                   const std::function<std::string()>& published = nullptr);
+
 // Merges `fields` (JSON object text) into this node's entry of the job's
-// AdminComment with `scontrol update`, re-reading until it stays in place.
-// Returns true when it was seen in place; logs (log.hpp) what went wrong.
-// A job Slurm does not know is given up at once.
+// AdminComment (update_admin_comment). Returns true when it was seen in
+// place; logs (log.hpp) what went wrong. A job Slurm does not know is given
+// up at once.
 bool publish_node_record(uint32_t job_id, const std::string& node, const std::string& fields,
                          const PublishOptions& o = PublishOptions());
 

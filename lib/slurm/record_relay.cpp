@@ -12,7 +12,6 @@
 
 #include "error.hpp"
 #include "fs.hpp"
-#include "guest_net.hpp"
 #include "job_record.hpp"
 #include "log.hpp"
 #include "proc.hpp"
@@ -191,35 +190,21 @@ void relay_serve(int listen_fd, const std::function<void(const std::string&)>& o
 }
 
 bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts) {
-    RunOptions ro;
-    ro.env = inherited_env({"PATH", "SLURM_CONF"});
-    ro.timeout_ms = 20000;
-    std::string job = std::to_string(job_id);
-    for (int attempt = 0; attempt < attempts; ++attempt) {
-        std::string why;
-        auto current = read_admin_comment(job_id, ro.timeout_ms, why);
-        if (!current) {
-            log::warn("AdminComment not updated: " + why);
-            return false;
-        }
-        auto next = updated_admin_comment(*current, [&](json_t* root) { c.merge_into(root); });
-        if (!next) return true;  // all in place
-        RunResult w = run({"scontrol", "update", "jobid=" + job, "AdminComment=" + *next}, ro);
-        if (w.ok()) {
-            log::info("VM record published in AdminComment: " + std::to_string(c.count()) + " node(s)");
-            continue;
-        }
-        log::warn("AdminComment not updated: " + trim(w.err + w.out));
-        if (job_takes_no_updates(w.err + w.out)) return true;  // nothing more to do for this job
-    }
-    return false;
+    PublishOptions o;
+    o.attempts = attempts;
+    o.settled = 0;  // in place at the first read: nothing to write
+    o.pause_min_ms = o.pause_max_ms = 0;
+    auto r = update_admin_comment(
+        job_id, [&](json_t* root) { c.merge_into(root); }, o,
+        [&] { return ": " + std::to_string(c.count()) + " node(s)"; });
+    return r != CommentUpdate::failed;  // a finished job: nothing more to do for it
 }
 
 RecordRelay::RecordRelay(uint32_t job_id, std::string node, int node_index, std::vector<std::string> nodes,
-                         std::string job_netns)
+                         std::optional<RelaySegment> segment)
     : job_id_(job_id),
       node_(std::move(node)),
-      netns_(std::move(job_netns)),
+      segment_(std::move(segment)),
       index_(node_index),
       nodes_(std::move(nodes)),
       collector_(nodes_) {}
@@ -231,12 +216,11 @@ RecordRelay::~RecordRelay() {
 }
 
 void RecordRelay::start() {
-    if (index_ != 0 || netns_.empty() || !threads_.empty()) return;
-    std::string ip = segment_host_side(0).ip;
-    std::thread([this, ip] {
+    if (index_ != 0 || !segment_ || !threads_.empty()) return;
+    std::thread([this] {
         try {
-            enter_netns(netns_);  // this thread only
-            listen_fd_ = relay_listen(ip);
+            segment_->enter();  // this thread only
+            listen_fd_ = relay_listen(segment_->head_ip);
         } catch (const Error& e) {
             log::warn("the VM record relay cannot start: " + e.chain());
         }
@@ -282,12 +266,12 @@ void RecordRelay::submit(const std::string& fields, bool last, const std::atomic
         return;
     }
     bool sent = false;
-    if (index_ > 0 && !netns_.empty()) {
+    if (index_ > 0 && segment_) {
         std::thread([&] {
             try {
                 std::string cred = seal_entry(node_, fields);
-                enter_netns(netns_);  // this thread only
-                sent = send_entry(segment_host_side(0).ip, cred, last ? 20000 : 300000, cancel);
+                segment_->enter();  // this thread only
+                sent = send_entry(segment_->head_ip, cred, last ? 20000 : 300000, cancel);
             } catch (const Error& e) {
                 log::warn("the VM record entry was not handed over: " + e.chain());
             }
@@ -296,7 +280,7 @@ void RecordRelay::submit(const std::string& fields, bool last, const std::atomic
         if (sent) log::info("VM record entry handed to the job's head node " + nodes_.front());
     }
     if (!sent) {
-        if (!netns_.empty()) log::warn("the job's head node took no VM record entry: writing it directly");
+        if (segment_) log::warn("the job's head node took no VM record entry: writing it directly");
         PublishOptions po = last ? PublishOptions::for_error() : PublishOptions();
         po.replace = true;
         publish_node_record(job_id_, node_, fields, po);

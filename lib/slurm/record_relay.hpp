@@ -1,7 +1,7 @@
 // One writer per job for the VM record (job_record.hpp): the keeper of the
 // job's head node (index 0) collects every node's entry and alone writes the
 // job's AdminComment; the other nodes' keepers send theirs to it over the
-// job's own segment (host side to host side, guest_net.hpp), sealed with
+// job's own segment (host side to host side, host/guest_net.hpp), sealed with
 // munge (only root's credentials are taken, each once: munged refuses a
 // replay). So a job makes one read and one write to slurmctld per batch of
 // entries, not one read-merge-write race per node.
@@ -80,10 +80,19 @@ bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts = 3);
 // the others send theirs to it. Without a segment (no guest network), or
 // when the head cannot be reached, an entry is written directly
 // (publish_node_record: the former read-merge-write, racy between nodes).
+// The job's segment as the relay uses it, given by its caller (the keeper,
+// from host/guest_net.hpp): where the head listens, and how a thread enters
+// the job's network namespace.
+struct RelaySegment {
+    std::string head_ip;          // the head node's host side on the segment
+    std::function<void()> enter;  // moves the calling thread (only) into the job's namespace; throws svm::Error
+};
+
 class RecordRelay {
 public:
+    // segment: nullopt without a guest network.
     RecordRelay(uint32_t job_id, std::string node, int node_index, std::vector<std::string> nodes,
-                std::string job_netns);
+                std::optional<RelaySegment> segment);
     ~RecordRelay();
     void start();  // head only; from a thread in the host's namespace
     // This node's entry; the head writes its own at once (and returns
@@ -96,7 +105,8 @@ public:
 private:
     void writer_loop();
     uint32_t job_id_;
-    std::string node_, netns_;
+    std::string node_;
+    std::optional<RelaySegment> segment_;
     int index_;
     std::vector<std::string> nodes_;
     RecordCollector collector_;

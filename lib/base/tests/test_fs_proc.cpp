@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <functional>
 #include <sstream>
-#include <thread>
 
 #include "catch.hpp"
 
@@ -372,57 +370,4 @@ TEST_CASE("reap_exited_children reaps exited daemons of that name only", "[proc]
 TEST_CASE("shell_quote survives single quotes") {
     auto r = svm::run({"/bin/sh", "-c", "printf %s " + svm::shell_quote("it's $HOME `x`")});
     CHECK(r.out == "it's $HOME `x`");
-}
-
-#include "cgroup.hpp"
-
-TEST_CASE("the job level of a Slurm cgroup path", "[cgroup]") {
-    CHECK(svm::job_level_path("/slurm_node1/uid_2001/job_42/step_extern/task_0") == "/slurm_node1/uid_2001/job_42");
-    CHECK(svm::job_level_path("/slurm/uid_1/job_7/step_extern") == "/slurm/uid_1/job_7");
-    CHECK(svm::job_level_path("/slurm/uid_1/job_7") == "/slurm/uid_1/job_7");
-    CHECK(svm::job_level_path("/slurm/uid_1/job_x/step_0") == "/slurm/uid_1/job_x/step_0");
-    CHECK(svm::job_level_path("/user.slice") == "/user.slice");
-}
-
-TEST_CASE("remove_job_cgroups with a wait removes a cgroup once its last process has left", "[cgroup]") {
-    std::string root = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-cg.XXXXXX"}));
-    std::string leaf = root + "/freezer/slurm_n1/uid_1/job_42/step_extern";
-    svm::mkdir_p(leaf);
-    svm::write_file_atomic(leaf + "/exiting", "");  // rmdir refused until it goes, as for a process leaving
-    CHECK(svm::remove_job_cgroups(42, root) == 0);  // no wait: refused once, left
-    std::thread leaves([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(150));
-        ::unlink((leaf + "/exiting").c_str());
-    });
-    auto start = std::chrono::steady_clock::now();
-    int removed = svm::remove_job_cgroups(42, root, "", std::chrono::seconds(5));
-    auto took = std::chrono::steady_clock::now() - start;
-    leaves.join();
-    CHECK(removed == 2);
-    CHECK_FALSE(svm::path_exists(root + "/freezer/slurm_n1/uid_1/job_42"));
-    CHECK(took < std::chrono::seconds(2));  // retried, not slept to the end
-    // One that stays is given up after the wait.
-    svm::mkdir_p(leaf);
-    svm::write_file_atomic(leaf + "/busy", "");
-    start = std::chrono::steady_clock::now();
-    CHECK(svm::remove_job_cgroups(42, root, "", std::chrono::milliseconds(300)) == 0);
-    took = std::chrono::steady_clock::now() - start;
-    CHECK(took >= std::chrono::milliseconds(250));
-    CHECK(svm::path_exists(leaf));
-    svm::remove_tree(root);
-}
-
-TEST_CASE("remove_job_cgroups removes only the job's empty directories, deepest first", "[cgroup]") {
-    std::string root = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-cg.XXXXXX"}));
-    for (const char* d : {"memory/slurm_n1/uid_1/job_42/step_extern/task_0", "freezer/slurm_n1/uid_1/job_42",
-                          "memory/slurm_n1/uid_1/job_420/step_0", "cpuset/slurm_n1/uid_1/job_43"})
-        svm::mkdir_p(root + "/" + d);
-    svm::write_file_atomic(root + "/cpuset/slurm_n1/uid_1/job_43/keep", "");  // a non-empty one stays
-    CHECK(svm::remove_job_cgroups(42, root) == 4);
-    CHECK_FALSE(svm::path_exists(root + "/memory/slurm_n1/uid_1/job_42"));
-    CHECK_FALSE(svm::path_exists(root + "/freezer/slurm_n1/uid_1/job_42"));
-    CHECK(svm::path_exists(root + "/memory/slurm_n1/uid_1/job_420/step_0"));
-    CHECK(svm::remove_job_cgroups(43, root) == 0);
-    CHECK(svm::path_exists(root + "/cpuset/slurm_n1/uid_1/job_43"));
-    svm::remove_tree(root);
 }

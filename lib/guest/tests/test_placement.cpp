@@ -1,49 +1,27 @@
-// Unit tests for the guest's placement (issue 3): hugepage-backed memory, the
-// PCIe layout that puts a NUMA node's GPUs and VF behind one guest switch,
-// and the VF's interrupt moderation profile.
+// Unit tests for the guest's placement (issue 3): the PCIe layout that puts a
+// NUMA node's GPUs and VF behind one guest switch, and the VF's interrupt
+// moderation profile (hugepages: host/tests/test_hugepages.cpp; the job's
+// side: job/tests/test_placement_job.cpp).
 #include <unistd.h>
 
 #include <functional>
 
 #include "catch.hpp"
 
-#include "config.hpp"
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_script.hpp"
-#include "hugepages.hpp"
 #include "irq_profile.hpp"
 #include "job_plan.hpp"
-#include "keeper.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
 #include "support.hpp"
-#include "vm_job.hpp"
 
 extern char** environ;
 
 namespace {
 using svm::test::reason_of;
-
-// A node's hugepage state under a temporary root: pools per NUMA node and
-// system-wide, /proc/meminfo's default size, /proc/mounts.
-struct HugeTree {
-    svm::test::TempDir tmp{"svm-place"};
-    std::string root = tmp.path();
-    void pool(int node, int64_t kib, int64_t nr, int64_t free) {
-        std::string dir = node >= 0 ? "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages"
-                                    : "/sys/kernel/mm/hugepages";
-        dir = root + dir + "/hugepages-" + std::to_string(kib) + "kB";
-        svm::mkdir_p(dir, 0755);
-        svm::write_file_atomic(dir + "/nr_hugepages", std::to_string(nr) + "\n");
-        svm::write_file_atomic(dir + "/free_hugepages", std::to_string(free) + "\n");
-    }
-    void proc(const std::string& name, const std::string& text) {
-        svm::mkdir_p(root + "/proc", 0755);
-        svm::write_file_atomic(root + "/proc/" + name, text);
-    }
-};
 
 bool validates(const std::string& xml) {
     svm::test::TempDir d_dir("svm-place");
@@ -73,130 +51,7 @@ size_t count(const std::string& hay, const std::string& needle) {
     return n;
 }
 
-svm::PlannedDevice planned(const char* address, const char* role, int numa_node) {
-    svm::PlannedDevice d;
-    d.address = svm::PciAddress::parse(address);
-    d.role = role;
-    d.numa_node = numa_node;
-    return d;
-}
-
 }  // namespace
-
-// --- Hugepages ---------------------------------------------------------------
-
-TEST_CASE("hugepages: the free pages of the guest's NUMA node decide and memory is whole pages", "[placement]") {
-    HugeTree t;
-    svm::SysfsRoot root(t.root);
-    t.proc("meminfo", "MemTotal:       65536000 kB\nHugepagesize:       2048 kB\n");
-    t.proc("mounts", "proc /proc proc rw 0 0\nhugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n");
-    t.pool(0, 2048, 4096, 4096);
-    t.pool(1, 2048, 2048, 1000);
-    t.pool(-1, 2048, 6144, 5096);
-    CHECK(svm::default_hugepage_kib(root) == 2048);
-    CHECK(svm::hugetlbfs_mounted(root, 2048));
-    CHECK_FALSE(svm::hugetlbfs_mounted(root, 1048576));
-
-    // Enough on node 0: 3001 MiB rounds down to 1500 pages of 2 MiB.
-    auto b = svm::choose_memory_backing(root, "auto", 0, 0, 3001);
-    CHECK(b.page_kib == 2048);
-    CHECK(b.pages == 1500);
-    CHECK(b.memory_mib == 3000);
-    CHECK_THAT(b.note, Catch::Contains("1500 pages of 2048 KiB on NUMA node 0") &&
-                           Catch::Contains("rounded down from 3001 MiB"));
-
-    // Node 1 has 1000 free pages (2000 MiB): auto falls back and says why.
-    b = svm::choose_memory_backing(root, "auto", 0, 1, 3000);
-    CHECK(b.page_kib == 0);
-    CHECK(b.memory_mib == 3000);
-    CHECK(b.note == "normal pages: NUMA node 1 has 1000 free 2048 KiB hugepages and the guest needs 1500 (3000 MiB)");
-    // ... and required refuses with the same facts.
-    CHECK(reason_of([&] { svm::choose_memory_backing(root, "required", 0, 1, 3000); }) ==
-          "hugepages are required by the node configuration, but NUMA node 1 has 1000 free 2048 KiB hugepages and "
-          "the guest needs 1500 (3000 MiB)");
-
-    // Not bound to a NUMA node: the system-wide pool.
-    b = svm::choose_memory_backing(root, "required", 0, -1, 4096);
-    CHECK(b.page_kib == 2048);
-    CHECK(b.pages == 2048);
-
-    // Off: never looks.
-    b = svm::choose_memory_backing(root, "off", 0, 0, 3001);
-    CHECK(b.page_kib == 0);
-    CHECK(b.memory_mib == 3001);
-
-    // 1 GiB pages: none offered, then offered but not mounted, then mounted.
-    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
-               Catch::Contains("the kernel offers no 1 GiB hugepages on NUMA node 0"));
-    t.pool(0, 1048576, 0, 0);
-    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
-               Catch::Contains("no 1 GiB hugepages are reserved on NUMA node 0"));
-    t.pool(0, 1048576, 16, 16);
-    CHECK_THAT(reason_of([&] { svm::choose_memory_backing(root, "required", 1048576, 0, 8192); }),
-               Catch::Contains("no hugetlbfs with 1 GiB pages is mounted"));
-    t.proc("mounts",
-           "hugetlbfs /dev/hugepages hugetlbfs rw,relatime 0 0\n"
-           "none /dev/hugepages1G hugetlbfs rw,relatime,pagesize=1G 0 0\n");
-    CHECK(svm::hugetlbfs_mounted(root, 2048));  // no pagesize=: the default size
-    b = svm::choose_memory_backing(root, "required", 1048576, 0, 9000);
-    CHECK(b.page_kib == 1048576);
-    CHECK(b.pages == 8);
-    CHECK(b.memory_mib == 8192);
-    // Less than one page.
-    CHECK(svm::choose_memory_backing(root, "auto", 1048576, 0, 512).note ==
-          "normal pages: the guest's 512 MiB is less than one 1 GiB hugepage");
-    CHECK_THROWS_AS(svm::choose_memory_backing(root, "sometimes", 0, 0, 512), svm::Error);
-}
-
-TEST_CASE("hugepages: a bare node without pools or mounts runs auto guests on normal pages", "[placement]") {
-    HugeTree t;
-    svm::SysfsRoot root(t.root);
-    CHECK(svm::default_hugepage_kib(root) == 2048);  // no meminfo
-    auto b = svm::choose_memory_backing(root, "auto", 0, 1, 1024);
-    CHECK(b.page_kib == 0);
-    CHECK_THAT(b.note, Catch::StartsWith("normal pages: the kernel offers no 2048 KiB hugepages on NUMA node 1"));
-    CHECK_FALSE(svm::hugepage_setup_problem(root, 2048, -1).empty());
-}
-
-TEST_CASE("keeper: the guest's memory backing follows the plan and refusals name the node", "[placement]") {
-    HugeTree t;
-    svm::SysfsRoot root(t.root);
-    t.proc("mounts", "hugetlbfs /dev/hugepages hugetlbfs rw,pagesize=2M 0 0\n");
-    t.pool(1, 2048, 1024, 1024);
-    svm::JobPlan p;
-    p.node = "n1";
-    p.numa_node = 1;
-    p.hugepages = "required";
-    p.hugepage_size_kib = 2048;
-    svm::DomainSpec d = base_spec();
-    d.memory_mib = 1025;
-    std::string note = svm::back_guest_memory(d, p, root);
-    CHECK(d.hugepage_kib == 2048);
-    CHECK(d.memory_mib == 1024);
-    CHECK_THAT(note, Catch::StartsWith("hugepages: 512 pages"));
-    std::string x = svm::domain_xml(d);
-    CHECK(x.find("  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n    </hugepages>\n"
-                 "  </memoryBacking>\n") != std::string::npos);
-    CHECK(x.find("<memory unit='MiB'>1024</memory>") != std::string::npos);
-    CHECK(validates(x));
-
-    d = base_spec();
-    d.memory_mib = 4096;  // 2048 pages, 1024 free
-    CHECK(reason_of([&] { svm::back_guest_memory(d, p, root); }) ==
-          "node n1 cannot start the job's guest: hugepages are required by the node configuration, but NUMA node 1 "
-          "has 1024 free 2048 KiB hugepages and the guest needs 2048 (4096 MiB) (a problem of the node, not of the "
-          "job)");
-    p.hugepages = "auto";
-    CHECK(svm::back_guest_memory(d, p, root).rfind("normal pages: NUMA node 1 has 1024 free", 0) == 0);
-    CHECK(d.hugepage_kib == 0);
-    CHECK(d.memory_mib == 4096);
-    CHECK(svm::domain_xml(d).find("memoryBacking") == std::string::npos);
-
-    // domain_xml refuses memory that is not whole pages.
-    d.hugepage_kib = 1048576;
-    d.memory_mib = 1536;
-    CHECK_THROWS_AS(svm::domain_xml(d), svm::Error);
-}
 
 // --- PCIe layout ---------------------------------------------------------------
 
@@ -326,36 +181,6 @@ TEST_CASE("a function whose NUMA node is unknown joins the switch of the guest m
     CHECK(count(svm::domain_xml(s), "model='pcie-root-port'") == 1);
 }
 
-TEST_CASE("the prepared devices go into the plan with their roles and the VF's identity", "[placement]") {
-    svm::DevicePlan plan;
-    svm::PlannedDevice gpu = planned("0000:3b:00.0", "gpu", 0), audio = planned("0000:3b:00.1", "companion", 0);
-    plan.devices = {gpu, audio};
-    svm::PreparedDevices pd;
-    svm::VfAssignment vf;
-    vf.vf = svm::PciAddress::parse("0000:2b:00.2");
-    vf.numa_node = 0;
-    vf.link_layer = "infiniband";
-    vf.port_guid = "02:00:00:00:00:07:00:01";
-    vf.mac = "";
-    pd.hostdevs = {gpu.address, audio.address, vf.vf};
-    pd.vf = vf;
-    pd.numa_node = 0;
-    pd.cpus = "0-7";
-    svm::JobPlan p;
-    svm::plan_devices_of_guest(p, plan, pd);
-    REQUIRE(p.hostdevs.size() == 3);
-    CHECK(p.hostdevs[0].address == "0000:3b:00.0");
-    CHECK(p.hostdevs[0].role == "gpu");
-    CHECK(p.hostdevs[1].role == "companion");
-    CHECK(p.hostdevs[2].address == "0000:2b:00.2");
-    CHECK(p.hostdevs[2].role == "vf");
-    CHECK(p.hostdevs[2].numa_node == 0);
-    CHECK(p.vf_link_layer == "infiniband");
-    CHECK(p.vf_port_guid == "02:00:00:00:00:07:00:01");
-    CHECK(p.numa_node == 0);
-    CHECK(p.device_cpus == "0-7");
-}
-
 TEST_CASE("plan keeps each passed-through function's role and NUMA node and reads older plans", "[placement]") {
     svm::JobPlan p;
     p.job_id = 9;
@@ -380,43 +205,6 @@ TEST_CASE("plan keeps each passed-through function's role and NUMA node and read
 }
 
 // --- Interrupt moderation profiles ----------------------------------------------
-
-TEST_CASE("irq profiles follow the seed and unknown names are refused with the valid ones", "[placement]") {
-    CHECK(svm::irq_profile_names() == "default, latency, throughput");
-    REQUIRE(svm::find_irq_profile("latency"));
-    CHECK(svm::find_irq_profile("latency")->settings ==
-          std::vector<std::pair<std::string, std::string>>{
-              {"adaptive-rx", "off"}, {"rx-usecs", "0"}, {"rx-frames", "1"}});
-    CHECK(svm::find_irq_profile("throughput")->settings ==
-          std::vector<std::pair<std::string, std::string>>{
-              {"adaptive-rx", "on"}, {"rx-usecs-low", "40"}, {"rx-usecs-high", "1000"}, {"rx-frames", "88"}});
-    CHECK(svm::find_irq_profile("default")->settings.empty());
-    CHECK(svm::find_irq_profile("fast") == nullptr);
-    CHECK(reason_of([] { svm::require_irq_profile("fast", "--vm-irq-profile"); }) ==
-          "--vm-irq-profile \"fast\" is not an interrupt moderation profile; valid profiles: default, latency, "
-          "throughput");
-
-    char* env[] = {const_cast<char*>("SLURM_JOB_ID=5"), const_cast<char*>("SLURM_JOB_UID=0"),
-                   const_cast<char*>("SPANK_SLURM_VM_IRQ_PROFILE=latency"), nullptr};
-    CHECK(svm::job_request_from_env(env).irq_profile == "latency");
-}
-
-TEST_CASE("configuration: hugepages and hugepage_size_kib and irq_profile", "[placement]") {
-    auto c = svm::parse_config("{}", "n", "x");
-    CHECK(c.hugepages == "auto");
-    CHECK(c.hugepage_size_kib == 0);
-    CHECK(c.irq_profile == "default");
-    c = svm::parse_config(R"({"hugepages": "required", "hugepage_size_kib": 1048576, "irq_profile": "throughput"})",
-                          "n", "x");
-    CHECK(c.hugepages == "required");
-    CHECK(c.hugepage_size_kib == 1048576);
-    CHECK(c.irq_profile == "throughput");
-    CHECK_THAT(reason_of([] { svm::parse_config(R"({"hugepages": "yes"})", "n", "x"); }),
-               Catch::Contains("\"hugepages\" must be \"off\", \"auto\" or \"required\""));
-    CHECK_THROWS_AS(svm::parse_config(R"({"hugepage_size_kib": 3000})", "n", "x"), svm::Error);
-    CHECK_THAT(reason_of([] { svm::parse_config(R"({"irq_profile": "fast"})", "n", "x"); }),
-               Catch::Contains("valid profiles: default, latency, throughput"));
-}
 
 TEST_CASE("the node configuration example and the new keys agree with etc/slurm-vm.schema.json", "[placement]") {
     svm::RunOptions env;
@@ -526,37 +314,4 @@ TEST_CASE("seed: the irq script run against a fake /sys/class/net and a fake eth
     CHECK(r.out ==
           "slurm-vm: interrupt moderation profile latency not applied: ethtool is not installed in the image\n"
           "after\n");
-}
-
-TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, and the plan says so", "[placement]") {
-    svm::DevicePlan plan;
-    svm::PlannedDevice a = planned("0000:1b:00.0", "gpu", 0), b = planned("0000:9b:00.0", "gpu", 1);
-    plan.devices = {a, b};
-    plan.numa_nodes = {0, 1};
-    svm::PreparedDevices pd;
-    pd.hostdevs = {a.address, b.address};
-    pd.cpus = "0-15";
-    svm::JobPlan p;
-    svm::plan_devices_of_guest(p, plan, pd);
-    CHECK(p.numa_node == -1);
-    CHECK(p.numa_nodes == std::vector<int>{0, 1});
-    CHECK(p.placement ==
-          "the devices sit on NUMA nodes 0,1: guest memory interleaved over them, vCPUs on their CPUs first");
-    auto q = svm::JobPlan::from_json(p.to_json(), "plan");
-    CHECK(q.numa_nodes == p.numa_nodes);
-    CHECK(q.placement == p.placement);
-
-    svm::DomainSpec s = base_spec();
-    s.numa_interleave = {0, 1};
-    std::string x = svm::domain_xml(s);
-    CHECK(x.find("<memory mode='interleave' nodeset='0,1'/>") != std::string::npos);
-    CHECK(validates(x));
-    s.numa_node = 1;  // one node wins: strict
-    CHECK(svm::domain_xml(s).find("<memory mode='strict' nodeset='1'/>") != std::string::npos);
-
-    pd.numa_node = 0;
-    plan.numa_nodes = {0};
-    svm::plan_devices_of_guest(p, plan, pd);
-    CHECK(p.numa_nodes.empty());
-    CHECK(p.placement.find("bound to NUMA node 0") != std::string::npos);
 }

@@ -12,8 +12,6 @@
 
 #include "catch.hpp"
 
-#include "config.hpp"
-#include "doctor.hpp"
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
@@ -163,15 +161,6 @@ TEST_CASE("the seed loads the share's file system only when the kernel lacks it 
     CHECK(shares_calls(p, "nodev\tproc\n", true).rfind("modprobe 9pnet_virtio\nmodprobe 9p\nmount -t 9p", 0) == 0);
 }
 
-TEST_CASE("configuration: shares_via and virtiofsd", "[virtiofs]") {
-    CHECK(svm::parse_config("{}", "n1", "t").shares_via == "virtiofs");
-    CHECK(svm::parse_config(R"({"shares_via": "9p"})", "n1", "t").shares_via == "9p");
-    CHECK_THROWS_WITH(svm::parse_config(R"({"shares_via": "nfs"})", "n1", "t"),
-                      Catch::Contains("\"shares_via\" must be \"virtiofs\" or \"9p\""));
-    CHECK_THROWS_WITH(svm::parse_config(R"({"virtiofsd": "virtiofsd"})", "n1", "t"), Catch::Contains("absolute path"));
-    CHECK_THROWS_WITH(svm::find_virtiofsd("/nonexistent/virtiofsd"), Catch::Contains("is not an executable"));
-}
-
 TEST_CASE("virtiofsd's command line: the share, its sandbox, the socket descriptor", "[virtiofs]") {
     svm::VirtiofsdSpec s;
     s.source = "/home/alice";
@@ -284,20 +273,4 @@ TEST_CASE("virtiofsd runs as the user, in a user namespace root owns, out of the
     CHECK(r.status == 0);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-}
-
-TEST_CASE("doctor: shares over virtio-fs need a virtiofsd", "[virtiofs]") {
-    svm::NodeConfig c = svm::parse_config("{}", "n1", "t");
-    auto r = svm::check_shares(c);
-    REQUIRE(r.size() == 1);
-    CHECK(r[0].status == svm::CheckStatus::ok);  // this machine has one (qemu-system-common)
-    CHECK(r[0].message.find("virtio-fs with /") != std::string::npos);
-    c.virtiofsd = "/nonexistent/virtiofsd";
-    r = svm::check_shares(c);
-    CHECK(r[0].status == svm::CheckStatus::fail);
-    CHECK(r[0].fix.find("install virtiofsd") != std::string::npos);
-    c.shares_via = "9p";
-    CHECK(svm::check_shares(c)[0].status == svm::CheckStatus::ok);
-    c.shares.clear();
-    CHECK(svm::check_shares(c)[0].message == "no shares configured");
 }

@@ -6,8 +6,6 @@
 
 #include "catch.hpp"
 
-#include "config.hpp"
-#include "doctor.hpp"
 #include "fs.hpp"
 #include "guest_net.hpp"
 #include "netlink.hpp"
@@ -122,31 +120,6 @@ TEST_CASE("the guard holds the tap to the guest's own MAC and address", "[net]")
     CHECK(r.find("ether type != { ip, arp } drop") != std::string::npos);
     CHECK(r.find("ip daddr 169.254.0.0/16 drop") != std::string::npos);  // never the host sides
     CHECK(count_of(r, "iifname \"svmtap\" jump from_guest") == 2);       // forwarded and to the host
-}
-
-TEST_CASE("network configuration: underlay as a template or a map, old keys refused", "[net]") {
-    auto c = parse_config(R"({"network": {"prefix": "10.213.0.0/16", "underlay": {"a": "10.0.0.1"}, "mtu": 1400}})",
-                          "a", "t");
-    CHECK(c.network.underlay_hosts.at("a") == "10.0.0.1");
-    CHECK(c.network.mtu == 1400);
-    CHECK_THROWS_WITH(parse_config(R"({"network": {"prefix": "10.213.0.0/16", "isolate_jobs": true}})", "a", "t"),
-                      Catch::Contains("network.isolate_jobs is gone"));
-    CHECK_THROWS_WITH(parse_config(R"({"network": {"prefix": "10.213.0.0/24"}})", "a", "t"),
-                      Catch::Contains("must be an IPv4 /16"));
-    CHECK(resolve_underlay("10.9.8.%n", "7") == "10.9.8.7");
-    CHECK(resolve_underlay("localhost", "x") == "127.0.0.1");
-    CHECK_THROWS_WITH(resolve_underlay("%n.invalid", "nosuch"), Catch::Contains("underlay address of node nosuch"));
-}
-
-TEST_CASE("doctor's network check: no network, a missing underlay namespace", "[net]") {
-    CHECK(check_guest_network(NetworkConfig{})[0].status == CheckStatus::warn);
-    NetworkConfig net;
-    net.prefix = "10.213.0.0/16";
-    net.netns = "svm-no-such-ns";
-    auto r = check_guest_network(net);
-    REQUIRE(r.size() >= 3);
-    CHECK(r[0].status == CheckStatus::fail);
-    CHECK(r[1].status == CheckStatus::ok);  // nft works here
 }
 
 // ---- On the real kernel: two "hosts" (underlay namespaces joined by a veth
@@ -446,4 +419,19 @@ TEST_CASE("on the kernel: prologs that make the node's VXLAN guard at once make 
     CHECK(count_of(t, "meta skuid") == 1);
     ensure_underlay_guard("svmtu-h1", 4789);  // and again later: kept as it is
     CHECK(Sh::x("ip netns exec svmtu-h1 nft list table inet svm_underlay").out == t);
+}
+
+TEST_CASE("guest addresses depend on the node index only, IPoIB's on the job too", "[core]") {
+    auto a = svm::segment_address("10.213.0.0/16", 0);
+    auto b = svm::segment_address("10.213.0.0/16", 300);
+    CHECK(a.ip == "10.213.0.10");
+    CHECK(a.mac == "52:54:00:00:00:0a");
+    CHECK(b.ip == "10.213.1.54");  // 310 = 1 * 256 + 54
+    CHECK(b.mac == "52:54:00:00:01:36");
+    auto last = svm::segment_address("10.213.0.0/16", svm::kMaxSegmentGuests - 1);
+    CHECK(last.ip == "10.213.255.253");
+    CHECK(last.ip != svm::segment_host_ip("10.213.0.0/16"));
+    CHECK_THROWS_AS(svm::segment_address("10.213.0.0/16", svm::kMaxSegmentGuests), svm::Error);
+    CHECK_THROWS_AS(svm::segment_address("10.213.0.0/24", 1), svm::Error);
+    CHECK(svm::fabric_address("10.214.0.0/16", 7, 2).ip == "10.214.8.12");
 }

@@ -6,7 +6,6 @@
 
 #include "catch.hpp"
 
-#include "config.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "oci_image.hpp"
@@ -64,18 +63,6 @@ TEST_CASE("oci: references", "[oci]") {
             CHECK(e.reason().find("--vm-image=" + bad) == 0);
         }
     }
-}
-
-TEST_CASE("oci: the configuration's oci object", "[oci]") {
-    auto c = svm::parse_config(R"({"oci": {"cache_dir": "/var/lib/slurm-vm/%n/oci", "cache_max_gib": 3,
-                                   "insecure_registries": ["localhost:5000"]}})",
-                               "n1", "t");
-    CHECK(c.oci.cache_dir == "/var/lib/slurm-vm/n1/oci");
-    CHECK(c.oci.cache_max_bytes == (3ULL << 30));
-    CHECK(c.oci.insecure_registries == std::vector<std::string>{"localhost:5000"});
-    CHECK(svm::parse_config("{}", "n2", "t").oci.cache_dir == "/var/lib/slurm-vm/n2/oci");
-    CHECK_THROWS_AS(svm::parse_config(R"({"oci": {"cache": "/x"}})", "n", "t"), svm::Error);
-    CHECK_THROWS_AS(svm::parse_config(R"({"oci": {"cache_dir": "rel"}})", "n", "t"), svm::Error);
 }
 
 TEST_CASE("oci: the disk file of a containerDisk layout", "[oci]") {
@@ -172,10 +159,4 @@ TEST_CASE("oci: a layer past its bounds (a gzip bomb, a flood of entries) is ref
         if (text.find("layers") == std::string::npos) svm::write_file_atomic(lay + "/blobs/sha256/" + f, "junk");
     }
     CHECK(reason(lay, svm::LayerBounds{}).find("a layer of the image is not a tar archive") == 0);
-    // The configuration's keys.
-    auto c = svm::parse_config(R"({"oci": {"max_layer_gib": 2, "max_layer_entries": 50, "reserve_gib": 0}})", "n", "t");
-    CHECK(c.oci.max_layer_bytes == (2ULL << 30));
-    CHECK(c.oci.max_layer_entries == 50);
-    CHECK(c.oci.reserve_bytes == 0);
-    CHECK(svm::parse_config("{}", "n", "t").oci.timeout_s == 300);
 }

@@ -1,5 +1,7 @@
 // The VM record with one writer per job (lib/slurm/record_relay.hpp): the head's
 // collection of every node's entry, munge's seal, and the hand-over over TCP.
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 
 #include "catch.hpp"
 
-#include "guest_net.hpp"
 #include "job_record.hpp"
 #include "proc.hpp"
 #include "record_relay.hpp"
@@ -18,6 +19,21 @@
 using namespace svm;
 
 namespace {
+
+// The head's host side on a job's segment (host/guest_net.hpp
+// segment_host_side(0)); the keeper gives it to the relay (RelaySegment).
+const std::string kHeadIp = "169.254.0.10";
+
+// Moves this thread into the named network namespace (as the keeper's
+// RelaySegment::enter does, through host/guest_net.hpp enter_netns); false
+// when it cannot (the caller's checks then fail).
+bool enter_named_netns(const std::string& name) {
+    int fd = ::open(("/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    int rc = ::setns(fd, CLONE_NEWNET);
+    ::close(fd);
+    return rc == 0;
+}
 
 std::vector<std::string> nodes_of(size_t n) {
     std::vector<std::string> v;
@@ -94,12 +110,11 @@ TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", 
     }
     const std::string ns = "svmtu-relay";
     sh("ip netns delete " + ns + " 2>/dev/null");
-    REQUIRE(sh("ip netns add " + ns + " && ip -n " + ns + " link set lo up && ip -n " + ns + " addr add " +
-               segment_host_side(0).ip + "/16 dev lo"));
+    REQUIRE(sh("ip netns add " + ns + " && ip -n " + ns + " link set lo up && ip -n " + ns + " addr add " + kHeadIp +
+               "/16 dev lo"));
     int fd = -1;
     std::thread([&] {
-        enter_netns(ns);
-        fd = relay_listen(segment_host_side(0).ip);
+        if (enter_named_netns(ns)) fd = relay_listen(kHeadIp);
     }).join();
     REQUIRE(fd >= 0);
     RecordCollector c(nodes_of(3));
@@ -113,9 +128,9 @@ TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", 
     std::string cred = seal_entry("n2", R"({"image":"/x"})");
     bool sent = false, again = false;
     std::thread([&] {
-        enter_netns(ns);
-        sent = send_entry(segment_host_side(0).ip, cred, 5000);
-        again = send_entry(segment_host_side(0).ip, cred, 1000);  // a replay: munged refuses it
+        if (!enter_named_netns(ns)) return;
+        sent = send_entry(kHeadIp, cred, 5000);
+        again = send_entry(kHeadIp, cred, 1000);  // a replay: munged refuses it
     }).join();
     ::shutdown(fd, SHUT_RDWR);
     server.join();
