@@ -91,6 +91,9 @@ bool value_ok(const SrunOption& o, const std::string& v) {
         if (c < 0x20 || c == 0x7f) return false;
     if (std::string(o.name) == "mpi")  // a plugin's name
         return !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+    // srun reads a node list or an exclusion holding a '/' as a file of host
+    // names: a path on the host, not a shape of the step.
+    if (std::string(o.name) == "nodelist" || std::string(o.name) == "exclude") return v.find('/') == std::string::npos;
     return true;
 }
 

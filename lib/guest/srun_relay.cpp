@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <system_error>
+#include <utility>
 
 #include "error.hpp"
 #include "exec_guard.hpp"
@@ -123,7 +125,7 @@ SrunRelay::~SrunRelay() {
     if (stop_pipe_[1] >= 0 && ::write(stop_pipe_[1], "x", 1) < 0) {
     }
     if (thread_.joinable()) thread_.join();
-    for (auto& w : workers_) w.detach();  // blocked on a guest that is going away
+    for (auto& w : workers_) w.thread.detach();  // blocked on a guest that is going away
     if (listen_fd_ >= 0) ::close(listen_fd_);
     ::unlink(socket_.c_str());
     ::rmdir(dir_.c_str());
@@ -144,10 +146,37 @@ void SrunRelay::serve() {
         int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) continue;
         std::lock_guard<std::mutex> g(mu_);
-        workers_.emplace_back([this, c] {
-            handle(c);
+        prune_workers();
+        if (workers_.size() >= kMaxRelayConnections) {
+            write_all(c, "ERR the guest has " + std::to_string(kMaxRelayConnections) +
+                             " connections to the srun relay open already\n");
             ::close(c);
-        });
+            continue;
+        }
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        try {
+            workers_.push_back({std::thread([this, c, done] {
+                                    handle(c);
+                                    ::close(c);
+                                    *done = true;
+                                }),
+                                done});
+        } catch (const std::system_error&) {
+            ::close(c);  // no thread for it: the guest's srun sees the end
+        }
+    }
+}
+
+// Finished connections' threads joined (at once: they have returned), so
+// that a guest running srun after srun keeps at most the open ones.
+void SrunRelay::prune_workers() {
+    for (auto it = workers_.begin(); it != workers_.end();) {
+        if (*it->done) {
+            it->thread.join();
+            it = workers_.erase(it);
+        } else {
+            ++it;
+        }
     }
 }
 
@@ -158,7 +187,16 @@ namespace {
 std::optional<RelayRequest> read_request(int fd) {
     RelayRequestReader reader;
     char chunk[4096];
+    const long deadline = now_ms() + kRelayRequestTimeoutMs;
     for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        long left = deadline - now_ms();
+        int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            write_all(fd, "ERR no whole request within " + std::to_string(kRelayRequestTimeoutMs / 1000) + " s\n");
+            return std::nullopt;
+        }
         ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return std::nullopt;
@@ -193,8 +231,14 @@ void SrunRelay::handle(int fd) {
     }
     if (!run) return;
     if (req->verb == "STDERR") {
-        pump(run->err_fd, fd);
-        ::close(run->err_fd);
+        int err_fd;
+        {
+            std::lock_guard<std::mutex> g(run->mu);
+            err_fd = std::exchange(run->err_fd, -1);  // one STDERR per run
+        }
+        if (err_fd < 0) return;
+        pump(err_fd, fd);
+        ::close(err_fd);
     } else if (req->verb == "WAIT") {
         int status;
         {
@@ -209,6 +253,22 @@ void SrunRelay::handle(int fd) {
         int sig = forwarded_signal_number(req->signal);
         std::lock_guard<std::mutex> g(run->mu);
         if (sig && !run->done) ::kill(run->pid, sig);
+    }
+}
+
+// Runs whose srun ended and that the guest never asked to WAIT for (its
+// shim was killed): dropped, their stderr closed, once more than a few are
+// kept. Called with mu_ held.
+void SrunRelay::forget_ended_runs() {
+    if (runs_.size() < kMaxKeptRuns) return;
+    for (auto it = runs_.begin(); it != runs_.end();) {
+        std::lock_guard<std::mutex> g(it->second->mu);
+        if (it->second->done) {
+            if (it->second->err_fd >= 0) ::close(std::exchange(it->second->err_fd, -1));
+            it = runs_.erase(it);
+        } else {
+            ++it;
+        }
     }
 }
 
@@ -243,16 +303,24 @@ void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
     std::string token = new_token();
     {
         std::lock_guard<std::mutex> g(mu_);
+        forget_ended_runs();
         runs_[token] = run;
     }
     std::thread([run] {
-        int st = 0;
-        while (::waitpid(run->pid, &st, 0) < 0 && errno == EINTR) {
+        // Seen ended but not reaped (WNOWAIT) while `done` is set: a SIGNAL
+        // (which checks `done` under the same lock) never reaches a pid that
+        // another process has been given since.
+        siginfo_t si{};
+        while (::waitid(P_PID, static_cast<id_t>(run->pid), &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
         }
-        std::lock_guard<std::mutex> g(run->mu);
-        run->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        run->done = true;
-        run->cv.notify_all();
+        {
+            std::lock_guard<std::mutex> g(run->mu);
+            run->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+            run->done = true;
+            run->cv.notify_all();
+        }
+        while (::waitpid(run->pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
     }).detach();
     if (!write_all(fd, "OK " + token + "\n")) ::kill(run->pid, SIGTERM);
     pump(run->out_fd, fd);

@@ -23,6 +23,7 @@
 // check_guest_srun_args (lib/guest/srun_options.hpp): options that only shape
 // the step; anything else is answered "ERR <sentence>".
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,14 @@ namespace svm {
 std::string guest_srun_shim();
 inline constexpr const char* kGuestSrunDir = "/usr/local/lib/slurm-vm/bin";
 inline constexpr const char* kTrustedPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// What one job's guest may hold of the relay: connections open at once (an
+// srun takes three: its request and stdout, its stderr, its exit status),
+// the time to send a whole request, and runs kept that the guest never
+// waited for.
+inline constexpr size_t kMaxRelayConnections = 64;
+inline constexpr long kRelayRequestTimeoutMs = 30000;
+inline constexpr size_t kMaxKeptRuns = 64;
 
 class SrunRelay {
 public:
@@ -65,7 +74,13 @@ private:
     std::thread thread_;
     std::mutex mu_;
     std::map<std::string, std::shared_ptr<Run>> runs_;
-    std::vector<std::thread> workers_;
+    struct Worker {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    void prune_workers();
+    void forget_ended_runs();
+    std::vector<Worker> workers_;
 };
 
 }  // namespace svm

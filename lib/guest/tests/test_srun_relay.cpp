@@ -4,11 +4,15 @@
 // what it got; the cluster test (test_srun_batch.sh) uses Slurm's.
 #include "catch.hpp"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "fs.hpp"
 #include "proc.hpp"
@@ -66,4 +70,66 @@ TEST_CASE("srun in the guest runs through the relay: arguments, directory, outpu
     CHECK(r.status == 1);
     CHECK(r.err.find("srun works from the batch script of a VM job") != std::string::npos);
     svm::remove_tree(dir);
+}
+
+namespace {
+int connect_unix(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa {};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<struct sockaddr*>(&sa), sizeof sa) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+std::string read_line(int fd) {
+    std::string out;
+    char c;
+    while (::read(fd, &c, 1) == 1 && c != '\n') out += c;
+    return out;
+}
+
+size_t threads_now() { return svm::list_dir("/proc/self/task").size(); }
+}  // namespace
+
+TEST_CASE("the srun relay keeps at most its bound of connections and no thread of an ended one", "[srun]") {
+    std::string dir = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-srun-test.XXXXXX"}));
+    {
+        svm::SrunRelay relay(dir, "/bin/false");
+        relay.start();
+        size_t before = threads_now();
+        // Thousands of connections one after the other (a guest running srun
+        // after srun): each ends, and its thread with it.
+        for (int i = 0; i < 2000; ++i) {
+            int fd = connect_unix(relay.socket_path());
+            REQUIRE(fd >= 0);
+            REQUIRE(::write(fd, "NOPE\n", 5) == 5);
+            CHECK(read_line(fd).rfind("ERR ", 0) == 0);
+            ::close(fd);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        CHECK(threads_now() <= before + svm::kMaxRelayConnections);
+        // Connections that send nothing: the bound's worth are held, the next
+        // one is refused at once with one line.
+        std::vector<int> held;
+        for (size_t i = 0; i < svm::kMaxRelayConnections; ++i) held.push_back(connect_unix(relay.socket_path()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        int extra = connect_unix(relay.socket_path());
+        REQUIRE(extra >= 0);
+        CHECK(read_line(extra).find("connections to the srun relay open already") != std::string::npos);
+        ::close(extra);
+        CHECK(threads_now() <= before + svm::kMaxRelayConnections + 1);
+        for (int fd : held) ::close(fd);
+        // Their threads end with them, and the relay takes connections again.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        int again = connect_unix(relay.socket_path());
+        REQUIRE(again >= 0);
+        REQUIRE(::write(again, "NOPE\n", 5) == 5);
+        CHECK(read_line(again).rfind("ERR ", 0) == 0);
+        ::close(again);
+    }
+    svm::run({"rm", "-rf", dir});
 }
