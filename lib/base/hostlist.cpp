@@ -115,7 +115,9 @@ NamePart split_name(const std::string& n) {
     if (e == std::string::npos) return {n, "", ""};
     size_t b = e;
     while (b > 0 && n[b - 1] >= '0' && n[b - 1] <= '9') --b;
-    if (e + 1 - b > 15) return {n, "", ""};  // not a number a range could hold
+    // Not a number a range could hold: the reader takes at most 9 digits
+    // (digits_value), so the name is written as it is.
+    if (e + 1 - b > 9) return {n, "", ""};
     return {n.substr(0, b), n.substr(b, e + 1 - b), n.substr(e + 1)};
 }
 

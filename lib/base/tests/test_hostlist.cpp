@@ -39,3 +39,13 @@ TEST_CASE("host lists: names written as one list expand back to them", "[hostlis
     auto back = expand_hostlist(compress_hostlist(names));
     CHECK(std::set<std::string>(back.begin(), back.end()) == std::set<std::string>(names.begin(), names.end()));
 }
+
+TEST_CASE("host lists: a name whose number is longer than a range holds is written as it is", "[hostlist]") {
+    // Found by tests/fuzz (hostlist): the writer bracketed 10-digit numbers,
+    // which the reader refuses (at most 9 digits in a range).
+    std::vector<std::string> names{"n2392971000", "n2392971001", "n239297999", "n239297998"};
+    std::string list = svm::compress_hostlist(names);
+    CHECK(list == "n[239297998-239297999],n2392971000,n2392971001");
+    std::vector<std::string> back = svm::expand_hostlist(list);
+    CHECK(std::set<std::string>(back.begin(), back.end()) == std::set<std::string>(names.begin(), names.end()));
+}
