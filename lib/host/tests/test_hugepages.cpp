@@ -8,26 +8,8 @@
 #include "support.hpp"
 
 namespace {
+using svm::test::HugeTree;
 using svm::test::reason_of;
-
-// A node's hugepage state under a temporary root: pools per NUMA node and
-// system-wide, /proc/meminfo's default size, /proc/mounts.
-struct HugeTree {
-    svm::test::TempDir tmp{"svm-place"};
-    std::string root = tmp.path();
-    void pool(int node, int64_t kib, int64_t nr, int64_t free) {
-        std::string dir = node >= 0 ? "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages"
-                                    : "/sys/kernel/mm/hugepages";
-        dir = root + dir + "/hugepages-" + std::to_string(kib) + "kB";
-        svm::mkdir_p(dir, 0755);
-        svm::write_file_atomic(dir + "/nr_hugepages", std::to_string(nr) + "\n");
-        svm::write_file_atomic(dir + "/free_hugepages", std::to_string(free) + "\n");
-    }
-    void proc(const std::string& name, const std::string& text) {
-        svm::mkdir_p(root + "/proc", 0755);
-        svm::write_file_atomic(root + "/proc/" + name, text);
-    }
-};
 
 }  // namespace
 
