@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "guest_agent.hpp"
+#include "pmix.hpp"
 #include "proc.hpp"
 #include "srun_relay.hpp"
 #include "ssh_keys.hpp"
@@ -14,6 +15,7 @@ namespace svm {
 bool forwarded_variable(const std::string& name) {
     if (name.rfind("SLURM_VM_", 0) == 0) return false;
     if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0) return true;
+    if (pmix_forwarded_variable(name)) return true;
     for (const char* n : {"OMP_NUM_THREADS", "LANG", "LC_ALL", "TZ"})
         if (name == n) return true;
     return false;
@@ -99,6 +101,10 @@ std::string remote_shell_command(const GuestCommand& c) {
             k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
             continue;
         s += "export " + k + "=" + shell_quote(kv.substr(eq + 1)) + "; ";
+    }
+    for (const auto& kv : c.settings) {
+        auto eq = kv.find('=');
+        if (eq != std::string::npos) s += "export " + kv.substr(0, eq) + "=" + shell_quote(kv.substr(eq + 1)) + "; ";
     }
     if (c.srun_port > 0) {
         s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";

@@ -46,6 +46,9 @@ struct GuestCommand {
     // just before it execs the task it writes a line to the FIFO "started"
     // there (the guest's sshd daemon waits for it). "" = no wait.
     std::string wait_for_flags_in;
+    // "K=V" exported after the task's own variables, whatever their names
+    // (PMIx's settings for the guest's client, pmix.hpp).
+    std::vector<std::string> settings;
 };
 
 // One line per guest of the job, "<guest> slots=<tasks on that node>", from

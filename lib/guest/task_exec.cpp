@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include "guest_agent.hpp"
 #include "guest_console.hpp"
 #include "log.hpp"
+#include "pmix.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
 #include "srun_relay.hpp"
@@ -231,6 +234,53 @@ void report_lost(const JobPlan& p, const std::string& way, bool gone = false) {
     }
 }
 
+// Waits at most timeout_ms for `pid`; its exit status, or -1 (then killed).
+int wait_exit(pid_t pid, long timeout_ms) {
+    int st = 0;
+    for (long end = now_ms() + timeout_ms; ::waitpid(pid, &st, WNOHANG) != pid; ::usleep(20000)) {
+        if (now_ms() <= end) continue;
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// srun --mpi=pmix (pmix.hpp): the step's PMIx server reached from the guest.
+// One SSH session per node and step forwards the guest's loopback port to
+// the host's: the step's first task on the node makes it (ssh -f returns once
+// the forward is made; the session stays, among the step's processes, until
+// Slurm ends the step and kills them); the others find its mark, under the
+// lock, in the step's own directory (the user's, removed with the step).
+// Returns "" or why the ranks cannot start.
+std::string ensure_pmix_forward(const JobPlan& p, const std::string& self, const PmixStep& s) {
+    std::string lock = s.tmpdir + "/slurm-vm-forward.lock";
+    std::string mark = s.tmpdir + "/slurm-vm-forward." + std::to_string(s.port);
+    int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return "cannot open " + lock + ": " + std::strerror(errno);
+    std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { ::close(*f); });
+    while (::flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) return "cannot lock " + lock + ": " + std::strerror(errno);
+    if (::access(mark.c_str(), F_OK) == 0) return "";
+    std::string log_file = s.tmpdir + "/slurm-vm-forward.log";
+    std::vector<std::string> args = ssh_argv(p, self, false);
+    std::vector<std::string> fwd = pmix_forward_options(s.port, log_file);
+    args.insert(args.end() - 1, fwd.begin(), fwd.end());
+    SpawnOptions o;
+    o.stdin_fd = o.stdout_fd = o.stderr_fd = SpawnOptions::kNull;
+    o.ignored_signals = forwarded_signals();  // it ends with the step, by SIGKILL
+    o.exec_failure_status = 255;
+    int st = wait_exit(spawn(args, o), (std::max(60, p.boot_timeout_s / 5) + 30) * 1000L);
+    if (st != 0) {
+        std::string why;
+        read_file_if_exists(log_file, why);
+        return "cannot forward the step's PMIx server into the guest on " + p.node + ": " +
+               (trim(why).empty() ? "ssh ended with " + std::to_string(st) : log::tail_lines(trim(why), 1));
+    }
+    write_file_atomic(mark, "", 0600);
+    return "";
+}
+
 constexpr size_t kMaxInlineCommand = 96 * 1024;
 
 // The batch script through the guest's agent (lib/guest/guest_agent.hpp): it
@@ -388,6 +438,13 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
             show_console_to_user(p);
             return 1;
         }
+    }
+    if (std::optional<PmixStep> pmix = t.batch ? std::nullopt : pmix_step(t.env)) {
+        if (std::string why = ensure_pmix_forward(p, t.self, *pmix); !why.empty()) {
+            log::error(why);
+            return 1;
+        }
+        c.settings = pmix_guest_settings();
     }
     // srun --pty: the task's stdin is a terminal; so is the command's in
     // the guest (`srun --jobid=ID --overlap --pty bash` is a shell there).

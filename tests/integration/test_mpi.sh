@@ -3,14 +3,6 @@
 # batch script; the program and its input live in the submit directory (shared
 # into the guests with the user's rights), its output file is checked on the host.
 source "$(dirname "$0")/lib.sh"
-# The program must be built for the guest image's MPI (Open MPI 4.1, the
-# image is Debian 12's), as a user builds theirs for their image: with this
-# host's mpicc on Debian 12 (and 13: the same ABI), or, where the host's MPI
-# is another (Debian forky's Open MPI 6), the binary that tests/matrix built
-# on its Debian 12 host (SVM_GUEST_MPI_PROGRAM).
-[[ -n "${SVM_GUEST_MPI_PROGRAM:-}" ]] || command -v mpicc >/dev/null ||
-    fail "mpicc is missing (tests/cluster/up installs libopenmpi-dev)"
-
 wd="$(workdir)"
 echo 7 >"$wd/input.txt"
 cat >"$wd/job.sh" <<'JOB'
@@ -19,12 +11,7 @@ mpirun ./allreduce
 JOB
 chmod 755 "$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
-if [[ -n "${SVM_GUEST_MPI_PROGRAM:-}" ]]; then
-    install -o "$SVM_USER" -m 0755 "$SVM_GUEST_MPI_PROGRAM" "$wd/allreduce" || fail "no $SVM_GUEST_MPI_PROGRAM"
-else
-    cp "$(dirname "$0")/../fixtures/allreduce.c" "$wd/allreduce.c" && chown "$SVM_USER:" "$wd/allreduce.c"
-    runuser -u "$SVM_USER" -- mpicc -O2 -o "$wd/allreduce" "$wd/allreduce.c" || fail "mpicc failed"
-fi
+guest_mpi_program "$wd"
 
 for nodes in 2 3; do
     rm -f "$wd/result.txt"
