@@ -1,9 +1,9 @@
 #!/bin/bash
 # srun --mpi=pmix in VM jobs: Slurm starts the MPI ranks in the guests and
 # they wire up through the step's PMIx server on the host (lib/guest/pmix.hpp).
-# - From the batch script in the guest: srun --mpi=pmix -N2 -n4, then plain
-#   srun with SLURM_MPI_TYPE=pmix (what MpiDefault=pmix gives every srun).
-# - From outside, into the running VM job: srun --jobid --overlap --mpi=pmix.
+# - From the batch script in the guest: srun --mpi=pmix -N2 -n4.
+# - From outside, into the running VM job, with MpiDefault=pmix in the login
+#   node's slurm.conf: plain srun --jobid --overlap.
 # - srun --mpi=pmi2 is refused with one sentence.
 # Each run is checked: all 4 ranks in 2 guests agree on the allreduce sum.
 # Nothing of the steps' forwards is left after the job.
@@ -29,8 +29,6 @@ cat >"$wd/job.sh" <<'JOB'
 #!/bin/bash
 srun --mpi=pmix -N2 -n4 ./allreduce
 echo "pmix srun exit $?"
-SLURM_MPI_TYPE=pmix srun -N2 -n4 ./allreduce
-echo "default srun exit $?"
 srun --mpi=pmi2 -N1 -n1 true
 echo "pmi2 srun exit $?"
 JOB
@@ -44,16 +42,20 @@ out="$wd/slurm-$id.out"
 log "output: $(tr '\n' '|' <"$out")"
 [[ "$state" == COMPLETED ]] || fail "job $id ended $state: $(cat "$out")"
 grep -q "^pmix srun exit 0$" "$out" || fail "srun --mpi=pmix did not exit 0"
-grep -q "^default srun exit 0$" "$out" || fail "srun with SLURM_MPI_TYPE=pmix did not exit 0"
-check_ranks "$out" "srun --mpi=pmix in the batch script" 2
+check_ranks "$out" "srun --mpi=pmix in the batch script" 1
 [[ "$(cat "$wd/result.txt")" == "4 $want" ]] || fail "result.txt is '$(cat "$wd/result.txt")'"
 grep -q "srun --mpi=pmi2 cannot wire up ranks in a VM job's guests: use --mpi=pmix" "$out" ||
     fail "srun --mpi=pmi2 was not refused with its sentence"
 grep -Eq "^pmi2 srun exit [1-9]" "$out" || fail "srun --mpi=pmi2 did not fail"
 wait_clean "$id" 120
-pass "job $id: srun --mpi=pmix and SLURM_MPI_TYPE=pmix from the batch script, 4 ranks in 2 guests; pmi2 refused"
+pass "job $id: srun --mpi=pmix from the batch script, 4 ranks in 2 guests; pmi2 refused"
 
-# From outside: a VM job that waits, and srun into it from the host.
+# From outside: a VM job that waits, and a plain srun into it from a login
+# node whose slurm.conf says MpiDefault=pmix (srun reads it there).
+conf="$(dirname "$SLURM_CONF")/slurm.mpi-default.conf"
+sed 's/^MpiDefault=.*/MpiDefault=pmix/' "$SLURM_CONF" >"$conf" && chmod 644 "$conf"
+on_exit "rm -f $conf"
+grep -q '^MpiDefault=pmix$' "$conf" || fail "no MpiDefault line in $SLURM_CONF"
 printf '#!/bin/bash\nsleep 900\n' >"$wd/wait.sh"
 chmod 755 "$wd/wait.sh"
 chown "$SVM_USER:" "$wd/wait.sh"
@@ -63,15 +65,15 @@ id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -w node1,node2 --nta
 on_exit "scancel $id"
 wait_state "$id" RUNNING 300
 rc=0
-o="$(cd "$wd" && as_user "$SVM_USER" srun --jobid="$id" --overlap --mpi=pmix -N2 -n4 ./allreduce 2>&1)" || rc=$?
+o="$(cd "$wd" && as_user "$SVM_USER" env SLURM_CONF="$conf" srun --jobid="$id" --overlap -N2 -n4 ./allreduce 2>&1)" || rc=$?
 echo "$o" >"$wd/outside.txt"
 log "outside srun: $(tr '\n' '|' <<<"$o")"
-[[ $rc -eq 0 ]] || fail "srun --mpi=pmix into job $id exited $rc"
-check_ranks "$wd/outside.txt" "srun --mpi=pmix from outside" 1
+[[ $rc -eq 0 ]] || fail "srun with MpiDefault=pmix into job $id exited $rc"
+check_ranks "$wd/outside.txt" "srun with MpiDefault=pmix from outside" 1
 [[ "$(cat "$wd/result.txt")" == "4 $want" ]] || fail "result.txt is '$(cat "$wd/result.txt")'"
 # The steps' forwards ended with their steps (Slurm kills a step's processes).
 pgrep -u "$SVM_USER" -f "ExitOnForwardFailure=yes" >/dev/null && fail "an SSH forward of an ended step is left"
 scancel "$id"
 wait_clean "$id" 180
 no_node_drained
-pass "job $id: srun --jobid --mpi=pmix from outside, 4 ranks in 2 guests, no forward left"
+pass "job $id: plain srun --jobid with MpiDefault=pmix from outside, 4 ranks in 2 guests, no forward left"
