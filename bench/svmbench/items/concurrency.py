@@ -41,6 +41,78 @@ def cpu_floor(one, n, cpus, target):
             "cpus_for_target": min(n, math.ceil(n * cpu / (target * wall)))}
 
 
+def in_threads(fn, n):
+    """fn(k) for k in 0..n-1, all at once, each in a thread of its own."""
+    th = [threading.Thread(target=fn, args=(k,)) for k in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+
+
+def plugin_round(ctx, n, rep, meter):
+    """n bench jobs at once, then their epilogs at once; returns the round's
+    figures and the starts' errors."""
+    results, errs = [None] * n, []
+    t0 = time.time()
+
+    def one(k):
+        try:
+            results[k] = plugin_start(ctx, ctx.node, ctx.ids.take(k), cpu=k % 2,
+                                      keep_artifacts=os.path.join(ctx.tmp, f"cart-{n}-{rep}-{k}"))
+        except Exception as e:  # noqa: BLE001 - reported
+            errs.append(str(e))
+    in_threads(one, n)
+    t_td = time.time()
+    downs = [None] * n
+
+    def down(k):
+        if results[k]:
+            downs[k] = plugin_stop(ctx, ctx.node, results[k])
+    in_threads(down, n)
+    all_down = (time.time() - t_td) * 1000
+    if errs:
+        return None, errs
+    created = max(r["created_at"] for r in results)
+    return {"all_created_ms": (created - t0) * 1000, "cpu_ms": meter.busy_ms(t0, created),
+            "all_ready_ms": (max(r["ready_at"] for r in results) - t0) * 1000,
+            "host_start_ms": [r["host_start_ms"] for r in results],
+            "prolog_ms": [r["prolog_ms"] for r in results],
+            "all_down_ms": all_down}, errs
+
+
+def raw_round(ctx, n, rep, meter):
+    """The same n domains at once, raw."""
+    rres, rerrs = [None] * n, []
+
+    def rone(k):
+        try:
+            rres[k] = raw_run(ctx, os.path.join(ctx.tmp, f"cart-{n}-{rep}-{k}"), f"c{n}-{rep}-{k}", cpu=k % 2)
+        except Exception as e:  # noqa: BLE001
+            rerrs.append(str(e))
+    t0 = time.time()
+    in_threads(rone, n)
+    if rerrs:
+        raise RuntimeError("; ".join(rerrs))
+    created = max(r["created_at"] for r in rres)
+    return {"all_created_ms": (created - t0) * 1000, "cpu_ms": meter.busy_ms(t0, created),
+            "all_ssh_ms": max((r["launch"] - t0) * 1000 + r["start_ms"] + r["wait_ms"] for r in rres)}
+
+
+def concurrency_row(pl, rw):
+    return {
+        "plugin_all_created_ms": stats([x["all_created_ms"] for x in pl]),
+        "plugin_cpu_ms": stats([x["cpu_ms"] for x in pl]),
+        "raw_cpu_ms": stats([x["cpu_ms"] for x in rw]),
+        "plugin_all_ready_ms": stats([x["all_ready_ms"] for x in pl]),
+        "plugin_host_start_per_job_ms": stats([v for x in pl for v in x["host_start_ms"]]),
+        "plugin_prolog_per_job_ms": stats([v for x in pl for v in x["prolog_ms"]]),
+        "plugin_all_torn_down_ms": stats([x["all_down_ms"] for x in pl]),
+        "raw_all_created_ms": stats([x["all_created_ms"] for x in rw]),
+        "raw_all_ssh_ms": stats([x["all_ssh_ms"] for x in rw]),
+    }
+
+
 def concurrency_runs(ctx, repeat, ns, meter):
     rows = {}
     failures = {}
@@ -48,74 +120,19 @@ def concurrency_runs(ctx, repeat, ns, meter):
         pl, rw = [], []
         for rep in range(repeat):
             log(f"concurrency: {n} bench jobs at once (rep {rep + 1}/{repeat})")
-            results, errs = [None] * n, []
-            t0 = time.time()
-
-            def one(k):
-                try:
-                    results[k] = plugin_start(ctx, ctx.node, ctx.ids.take(k), cpu=k % 2,
-                                              keep_artifacts=os.path.join(ctx.tmp, f"cart-{n}-{rep}-{k}"))
-                except Exception as e:  # noqa: BLE001 - reported
-                    errs.append(str(e))
-            th = [threading.Thread(target=one, args=(k,)) for k in range(n)]
-            for t in th:
-                t.start()
-            for t in th:
-                t.join()
-            t_td = time.time()
-            ths = []
-            downs = [None] * n
-
-            def down(k):
-                if results[k]:
-                    downs[k] = plugin_stop(ctx, ctx.node, results[k])
-            ths = [threading.Thread(target=down, args=(k,)) for k in range(n)]
-            for t in ths:
-                t.start()
-            for t in ths:
-                t.join()
-            all_down = (time.time() - t_td) * 1000
+            fig, errs = plugin_round(ctx, n, rep, meter)
             if errs:
                 failures.setdefault(str(n), []).extend(errs)
                 log(f"concurrency: {len(errs)} of {n} jobs at once failed: {short(errs[0], 300)}")
                 continue
-            created = max(r["created_at"] for r in results)
-            pl.append({"all_created_ms": (created - t0) * 1000, "cpu_ms": meter.busy_ms(t0, created),
-                       "all_ready_ms": (max(r["ready_at"] for r in results) - t0) * 1000,
-                       "host_start_ms": [r["host_start_ms"] for r in results],
-                       "prolog_ms": [r["prolog_ms"] for r in results],
-                       "all_down_ms": all_down})
-            # Raw: the same N domains at once.
+            pl.append(fig)
             log(f"concurrency: {n} raw starts at once (rep {rep + 1}/{repeat})")
-            rres, rerrs = [None] * n, []
+            rw.append(raw_round(ctx, n, rep, meter))
+        rows[str(n)] = concurrency_row(pl, rw)
+    return concurrency_item(rows, failures, ns)
 
-            def rone(k):
-                try:
-                    rres[k] = raw_run(ctx, os.path.join(ctx.tmp, f"cart-{n}-{rep}-{k}"), f"c{n}-{rep}-{k}", cpu=k % 2)
-                except Exception as e:  # noqa: BLE001
-                    rerrs.append(str(e))
-            t0 = time.time()
-            th = [threading.Thread(target=rone, args=(k,)) for k in range(n)]
-            for t in th:
-                t.start()
-            for t in th:
-                t.join()
-            if rerrs:
-                raise RuntimeError("; ".join(rerrs))
-            created = max(r["created_at"] for r in rres)
-            rw.append({"all_created_ms": (created - t0) * 1000, "cpu_ms": meter.busy_ms(t0, created),
-                       "all_ssh_ms": max((r["launch"] - t0) * 1000 + r["start_ms"] + r["wait_ms"] for r in rres)})
-        rows[str(n)] = {
-            "plugin_all_created_ms": stats([x["all_created_ms"] for x in pl]),
-            "plugin_cpu_ms": stats([x["cpu_ms"] for x in pl]),
-            "raw_cpu_ms": stats([x["cpu_ms"] for x in rw]),
-            "plugin_all_ready_ms": stats([x["all_ready_ms"] for x in pl]),
-            "plugin_host_start_per_job_ms": stats([v for x in pl for v in x["host_start_ms"]]),
-            "plugin_prolog_per_job_ms": stats([v for x in pl for v in x["prolog_ms"]]),
-            "plugin_all_torn_down_ms": stats([x["all_down_ms"] for x in pl]),
-            "raw_all_created_ms": stats([x["all_created_ms"] for x in rw]),
-            "raw_all_ssh_ms": stats([x["all_ssh_ms"] for x in rw]),
-        }
+
+def concurrency_item(rows, failures, ns):
     one, most = rows[str(ns[0])], rows[str(ns[-1])]
     r_host = ratio(med(most["plugin_all_created_ms"]), med(one["plugin_all_created_ms"]))
     out = {

@@ -53,47 +53,46 @@ def step_stats(runs):
     return out
 
 
-def item_node_scaling_prolog(ctx, repeat, sizes=(1, 2, 3), synthetic=(), synthetic_reps=5):
-    """The prolog's cost as the job grows: for N = 1, 2, 3 nodes (all on this
-    host) the prolog of every node of an N-node job, first one at a time (the
-    per-node work), then all N at once (as slurmd starts them at allocation;
-    here they share 2 CPUs). Synthetic sizes: one node's prolog of a job whose
-    node list names N nodes (only its own guest is prepared)."""
-    alone, at_once, wall, epi = {}, {}, {}, {}
-    for rep in range(repeat):
-        for n in sizes:
-            nodes = [f"node{k + 1}" for k in range(n)]
-            nodelist = "node1" if n == 1 else f"node[1-{n}]"
-            jid = ctx.ids.take(0)
-            log(f"node scaling: {n}-node job {jid}: each node's prolog alone (rep {rep + 1}/{repeat})")
-            for node in nodes:
-                alone.setdefault(n, []).append(prolog_once(ctx, node, jid, nodelist))
-            for node in nodes:
-                dt, rc = epilog(ctx, ctx.cfg, node, jid)
-                if rc == 0:
-                    epi.setdefault(n, []).append(dt)
-            jid = ctx.ids.take(0)
-            log(f"node scaling: {n}-node job {jid}: the {n} prologs at once")
-            res, errs = [None] * n, []
+def prologs_alone(ctx, n, nodes, nodelist, alone, epi, rep):
+    """Each node's prolog of an n-node job, one at a time; then the epilogs."""
+    jid = ctx.ids.take(0)
+    log(f"node scaling: {n}-node job {jid}: each node's prolog alone (rep {rep})")
+    for node in nodes:
+        alone.setdefault(n, []).append(prolog_once(ctx, node, jid, nodelist))
+    for node in nodes:
+        dt, rc = epilog(ctx, ctx.cfg, node, jid)
+        if rc == 0:
+            epi.setdefault(n, []).append(dt)
 
-            def one(k, jid=jid, nodes=nodes, nodelist=nodelist, res=res, errs=errs):
-                try:
-                    res[k] = prolog_once(ctx, nodes[k], jid, nodelist)
-                except Exception as e:  # noqa: BLE001 - reported
-                    errs.append(str(e))
-            t0 = time.time()
-            th = [threading.Thread(target=one, args=(k,)) for k in range(n)]
-            for t in th:
-                t.start()
-            for t in th:
-                t.join()
-            if errs:
-                ctx.errors.append(f"node scaling, {n} prologs at once: {errs[0]}")
-            else:
-                at_once.setdefault(n, []).extend(res)
-                wall.setdefault(n, []).append((max(m["prolog_end"] for m in res) - t0) * 1000)
-            for node in nodes:
-                epilog(ctx, ctx.cfg, node, jid)
+
+def prologs_at_once(ctx, n, nodes, nodelist, at_once, wall):
+    """The n prologs of an n-node job at once; then the epilogs."""
+    jid = ctx.ids.take(0)
+    log(f"node scaling: {n}-node job {jid}: the {n} prologs at once")
+    res, errs = [None] * n, []
+
+    def one(k):
+        try:
+            res[k] = prolog_once(ctx, nodes[k], jid, nodelist)
+        except Exception as e:  # noqa: BLE001 - reported
+            errs.append(str(e))
+    t0 = time.time()
+    th = [threading.Thread(target=one, args=(k,)) for k in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    if errs:
+        ctx.errors.append(f"node scaling, {n} prologs at once: {errs[0]}")
+    else:
+        at_once.setdefault(n, []).extend(res)
+        wall.setdefault(n, []).append((max(m["prolog_end"] for m in res) - t0) * 1000)
+    for node in nodes:
+        epilog(ctx, ctx.cfg, node, jid)
+
+
+def prologs_synthetic(ctx, synthetic, synthetic_reps, alone, epi):
+    """node1's prolog of jobs whose node lists name more nodes, interleaved."""
     if synthetic:
         log(f"node scaling: node1's prolog of jobs of 1, {', '.join(map(str, synthetic))} nodes (synthetic node "
             f"lists), {synthetic_reps} times each, interleaved")
@@ -105,11 +104,49 @@ def item_node_scaling_prolog(ctx, repeat, sizes=(1, 2, 3), synthetic=(), synthet
             if rc == 0:
                 epi.setdefault(n, []).append(dt)
 
-    def per_node(runs):
-        st = stats([(m["prolog_end"] - m["prolog_start"]) * 1000 for m in runs])
-        if st:
-            st.pop("values")
-        return st
+
+def per_node(runs):
+    st = stats([(m["prolog_end"] - m["prolog_start"]) * 1000 for m in runs])
+    if st:
+        st.pop("values")
+    return st
+
+
+def scaling_growth(rows):
+    """What grows: each step's median from the smallest to the largest job,
+    and the files the prolog writes (exact, unlike the coarse clock)."""
+    small, big = rows[str(min(int(k) for k in rows))], rows[str(max(int(k) for k in rows))]
+    n0, n1 = min(int(k) for k in rows), max(int(k) for k in rows)
+    growth = []
+    for label in small["steps_alone_ms"]:
+        a, b = small["steps_alone_ms"][label], big["steps_alone_ms"][label]
+        if a and b:
+            growth.append({"step": label, f"n{n0}_ms": a["median"], f"n{n1}_ms": b["median"],
+                           "per_added_node_ms": round((b["median"] - a["median"]) / max(1, n1 - n0), 3)})
+    growth.sort(key=lambda g: -g["per_added_node_ms"])
+    files = []
+    for f in small["file_bytes"]:
+        a, b = small["file_bytes"].get(f), big["file_bytes"].get(f)
+        if a and b:
+            files.append({"file": f, f"n{n0}_bytes": a, f"n{n1}_bytes": b,
+                          "per_added_node_bytes": round((b - a) / max(1, n1 - n0), 1)})
+    return growth, files, n0, n1
+
+
+def item_node_scaling_prolog(ctx, repeat, sizes=(1, 2, 3), synthetic=(), synthetic_reps=5):
+    """The prolog's cost as the job grows: for N = 1, 2, 3 nodes (all on this
+    host) the prolog of every node of an N-node job, first one at a time (the
+    per-node work), then all N at once (as slurmd starts them at allocation;
+    here they share 2 CPUs). Synthetic sizes: one node's prolog of a job whose
+    node list names N nodes (only its own guest is prepared)."""
+    alone, at_once, wall, epi = {}, {}, {}, {}
+    for rep in range(repeat):
+        for n in sizes:
+            nodes = [f"node{k + 1}" for k in range(n)]
+            nodelist = "node1" if n == 1 else f"node[1-{n}]"
+            prologs_alone(ctx, n, nodes, nodelist, alone, epi, f"{rep + 1}/{repeat}")
+            prologs_at_once(ctx, n, nodes, nodelist, at_once, wall)
+    prologs_synthetic(ctx, synthetic, synthetic_reps, alone, epi)
     rows = {}
     for n in sorted(set(alone) | set(at_once)):
         first = (alone.get(n) or at_once.get(n) or [{}])[0]
@@ -120,23 +157,7 @@ def item_node_scaling_prolog(ctx, repeat, sizes=(1, 2, 3), synthetic=(), synthet
                         "prolog_at_once_per_node_ms": per_node(at_once.get(n, [])),
                         "all_prologs_at_once_ms": stats(wall.get(n, [])),
                         "epilog_no_guest_ms": stats(epi.get(n, []))}
-    # What grows: each step's median from the smallest to the largest job.
-    small, big = rows[str(min(int(k) for k in rows))], rows[str(max(int(k) for k in rows))]
-    n0, n1 = min(int(k) for k in rows), max(int(k) for k in rows)
-    growth = []
-    for label in small["steps_alone_ms"]:
-        a, b = small["steps_alone_ms"][label], big["steps_alone_ms"][label]
-        if a and b:
-            growth.append({"step": label, f"n{n0}_ms": a["median"], f"n{n1}_ms": b["median"],
-                           "per_added_node_ms": round((b["median"] - a["median"]) / max(1, n1 - n0), 3)})
-    growth.sort(key=lambda g: -g["per_added_node_ms"])
-    # What grows, read off the files the prolog writes (exact, unlike the coarse clock).
-    files = []
-    for f in small["file_bytes"]:
-        a, b = small["file_bytes"].get(f), big["file_bytes"].get(f)
-        if a and b:
-            files.append({"file": f, f"n{n0}_bytes": a, f"n{n1}_bytes": b,
-                          "per_added_node_bytes": round((b - a) / max(1, n1 - n0), 1)})
+    growth, files, n0, n1 = scaling_growth(rows)
     return {"title": "The prolog's cost as the job grows (prolog level)",
             "what": "for N nodes (all on this host): each node's prolog of an N-node job alone, then all N at once "
                     "(as slurmd starts them); sizes above 3 are node1's prolog of a job whose node list names N "
@@ -146,6 +167,67 @@ def item_node_scaling_prolog(ctx, repeat, sizes=(1, 2, 3), synthetic=(), synthet
             "alone_ms_by_size": {k: (v["prolog_alone_ms"] or {}).get("median") for k, v in rows.items()},
             "at_once_ms_by_size": {k: (v["all_prologs_at_once_ms"] or {}).get("median") for k, v in rows.items()
                                    if v["all_prologs_at_once_ms"]}}
+
+
+def slurm_scaling_jobs(ctx, wd, n, repeat, jobs):
+    """repeat clean -N n jobs. A job whose guest creation probed QEMU on some
+    node still gives its prologs and epilogs (they come before and after the
+    probe); its start figures are not used. Up to 3 extra jobs for clean starts."""
+    clean, tries = 0, 0
+    while clean < repeat and tries < repeat + 3:
+        tries += 1
+        try:
+            o = slurm_job_once(ctx, wd, tries, n, allow_probe=True)
+        except Interrupted:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported; the other sizes still count
+            ctx.errors.append(f"node scaling (Slurm), -N{n}: {e}")
+            log(f"  -N{n}: {e}")
+            continue
+        jobs.setdefault(n, []).append(o)
+        if o["probed"]:
+            log(f"  Slurm job {o['job']}: QEMU probed on {', '.join(o['probed'])}: its prologs and epilogs "
+                "count, its start does not")
+        else:
+            clean += 1
+
+
+def slurm_scaling_row(n, js):
+    """The figures of the -N n jobs js."""
+    per_prolog, per_epilog, per_create, per_boot, phase, created, ready, first, end, keeper = \
+        [], [], [], [], [], [], [], [], [], []
+    probed_jobs = 0
+    for o in js:
+        ms = list(o["marks"].values())
+        if len(ms) < n or not all(m.get("prolog_start") and m.get("prolog_end") for m in ms):
+            continue
+        t0 = min(m["prolog_start"] for m in ms)
+        per_prolog += [(m["prolog_end"] - m["prolog_start"]) * 1000 for m in ms]
+        per_epilog += [(m["epilog_end"] - m["epilog_start"]) * 1000 for m in ms
+                       if m.get("epilog_end") and m.get("epilog_start")]
+        keeper += [(m["keeper_start"] - m["prolog_end"]) * 1000 for m in ms if m.get("keeper_start")]
+        phase.append((max(m["prolog_end"] for m in ms) - t0) * 1000)
+        if o.get("last_line_seen") and all(m.get("epilog_end") for m in ms):
+            end.append((max(m["epilog_end"] for m in ms) - o["last_line_seen"]) * 1000)
+        if o.get("probed"):
+            probed_jobs += 1
+            continue
+        per_create += [(m["created"] - m["create_start"]) * 1000 for m in ms if m.get("created")
+                       and m.get("create_start")]
+        per_boot += [(m["ready"] - m["created"]) * 1000 for m in ms if m.get("ready") and m.get("created")]
+        if all(m.get("created") for m in ms):
+            created.append((max(m["created"] for m in ms) - t0) * 1000)
+        if all(m.get("ready") for m in ms):
+            ready.append((max(m["ready"] for m in ms) - t0) * 1000)
+        if o.get("first_line_seen"):
+            first.append((o["first_line_seen"] - t0) * 1000)
+    return {"jobs": [o["job"] for o in js], "jobs_with_a_probe": probed_jobs,
+            "prolog_per_node_ms": stats(per_prolog),
+            "all_prologs_done_ms": stats(phase), "prolog_end_to_keeper_start_ms": stats(keeper),
+            "create_per_node_ms": stats(per_create), "boot_per_node_ms": stats(per_boot),
+            "all_created_ms": stats(created), "all_ready_ms": stats(ready),
+            "first_line_ms": stats(first), "epilog_per_node_ms": stats(per_epilog),
+            "script_end_to_all_clean_ms": stats(end)}
 
 
 def item_node_scaling_slurm(ctx, repeat, sizes=(2, 3)):
@@ -160,61 +242,8 @@ def item_node_scaling_slurm(ctx, repeat, sizes=(2, 3)):
         RES.dirs.append(wd)
         os.chmod(wd, 0o755)
     for n in sizes:
-        # A job whose guest creation probed QEMU on some node still gives its prologs and epilogs (they come
-        # before and after the probe); its start figures are not used. Up to 3 extra jobs for clean starts.
-        clean, tries = 0, 0
-        while clean < repeat and tries < repeat + 3:
-            tries += 1
-            try:
-                o = slurm_job_once(ctx, wd, tries, n, allow_probe=True)
-            except Interrupted:
-                raise
-            except Exception as e:  # noqa: BLE001 - reported; the other sizes still count
-                ctx.errors.append(f"node scaling (Slurm), -N{n}: {e}")
-                log(f"  -N{n}: {e}")
-                continue
-            jobs.setdefault(n, []).append(o)
-            if o["probed"]:
-                log(f"  Slurm job {o['job']}: QEMU probed on {', '.join(o['probed'])}: its prologs and epilogs "
-                    "count, its start does not")
-            else:
-                clean += 1
-    rows = {}
-    for n, js in sorted(jobs.items()):
-        per_prolog, per_epilog, per_create, per_boot, phase, created, ready, first, end, keeper = \
-            [], [], [], [], [], [], [], [], [], []
-        probed_jobs = 0
-        for o in js:
-            ms = list(o["marks"].values())
-            if len(ms) < n or not all(m.get("prolog_start") and m.get("prolog_end") for m in ms):
-                continue
-            t0 = min(m["prolog_start"] for m in ms)
-            per_prolog += [(m["prolog_end"] - m["prolog_start"]) * 1000 for m in ms]
-            per_epilog += [(m["epilog_end"] - m["epilog_start"]) * 1000 for m in ms
-                           if m.get("epilog_end") and m.get("epilog_start")]
-            keeper += [(m["keeper_start"] - m["prolog_end"]) * 1000 for m in ms if m.get("keeper_start")]
-            phase.append((max(m["prolog_end"] for m in ms) - t0) * 1000)
-            if o.get("last_line_seen") and all(m.get("epilog_end") for m in ms):
-                end.append((max(m["epilog_end"] for m in ms) - o["last_line_seen"]) * 1000)
-            if o.get("probed"):
-                probed_jobs += 1
-                continue
-            per_create += [(m["created"] - m["create_start"]) * 1000 for m in ms if m.get("created")
-                           and m.get("create_start")]
-            per_boot += [(m["ready"] - m["created"]) * 1000 for m in ms if m.get("ready") and m.get("created")]
-            if all(m.get("created") for m in ms):
-                created.append((max(m["created"] for m in ms) - t0) * 1000)
-            if all(m.get("ready") for m in ms):
-                ready.append((max(m["ready"] for m in ms) - t0) * 1000)
-            if o.get("first_line_seen"):
-                first.append((o["first_line_seen"] - t0) * 1000)
-        rows[str(n)] = {"jobs": [o["job"] for o in js], "jobs_with_a_probe": probed_jobs,
-                        "prolog_per_node_ms": stats(per_prolog),
-                        "all_prologs_done_ms": stats(phase), "prolog_end_to_keeper_start_ms": stats(keeper),
-                        "create_per_node_ms": stats(per_create), "boot_per_node_ms": stats(per_boot),
-                        "all_created_ms": stats(created), "all_ready_ms": stats(ready),
-                        "first_line_ms": stats(first), "epilog_per_node_ms": stats(per_epilog),
-                        "script_end_to_all_clean_ms": stats(end)}
+        slurm_scaling_jobs(ctx, wd, n, repeat, jobs)
+    rows = {str(n): slurm_scaling_row(n, js) for n, js in sorted(jobs.items())}
     return {"title": "A job's start as it grows (Slurm jobs, -N1/-N2/-N3 on this host)",
             "what": "real VM jobs with one task and 1500 MiB per node; the three slurmd of this host share its 2 "
                     "CPUs, so guests boot side by side on 2 cores: per-node figures that grow with N here grow with "

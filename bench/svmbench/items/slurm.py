@@ -52,51 +52,48 @@ date +%s.%N
 """
 
 
-def slurm_job_once(ctx, wd, i, nodes=1, allow_probe=False, vm=None):
-    """One real VM job (sbatch -N nodes, one task and 1500 MiB per node) as the
-    test user; its script prints the time, the guest's name and the time
-    again. Returns its figures and, per node, the marks of the waterfall."""
-    env = ctx.env
-    script = os.path.join(wd, "job.sh")
-    write(script, JOB_SCRIPT, 0o755)
-    os.chown(script, UID, GID)
-    vm = vm or [f"--vm-image={env['VM_TEST_IMAGE']}", f"--vm-kernel={env['VM_TEST_KERNEL']}",
-                f"--vm-initrd={env['VM_TEST_INITRD']}"]
-    ncfg = {n: live_node_config(n) for n in SLURM_NODES}
-    tails = {n: LogTail(slurm_conf_value(ctx, "SlurmdLogFile", n)) for n in SLURM_NODES}
-    ctld = LogTail(slurm_conf_value(ctx, "SlurmctldLogFile"))
-    t_submit = time.time()
-    r = run(["runuser", "-u", USER, "--", "env", f"SLURM_CONF={env['SLURM_CONF']}", "PATH=/usr/bin:/bin",
-             "sbatch", "--parsable", f"-N{nodes}", f"-n{nodes}", "--ntasks-per-node=1", "--mem=1500",
-             "-J", "svm-bench", *vm, "job.sh"], cwd=wd)
-    if r.returncode != 0:
-        raise RuntimeError("sbatch failed: " + r.stderr.strip())
-    jid = int(r.stdout.strip().split(";")[0])
-    RES.slurm_jobs.append(jid)
-    log(f"Slurm job {jid} submitted (-N{nodes})")
-    out = {"job": jid, "submit": t_submit, "nodes": nodes}
-    outf = os.path.join(wd, f"slurm-{jid}.out")
-    art = os.path.join(ctx.tmp, f"slurm-art-{jid}")
-    jobdirs = {}            # node -> job directory
-    per = {}                # node -> marks
-    probed = []             # nodes whose guest creation probed QEMU's capabilities
-    cache_cpu = {n: caps_cpu(os.path.join(ncfg[n]["state_dir"], "libvirt-caps/cache/qemu/capabilities"))
-                 for n in SLURM_NODES}
-    ready_at = None
-    deadline = t_submit + 420
-    last_check = 0.0
+class SlurmJob:
+    """One real VM job being watched: its job directories on the nodes, each
+    node's marks, the capability probes seen."""
 
-    def poll_nodes():
+    def __init__(self, ctx, wd, nodes):
+        self.ctx, self.wd, self.nodes = ctx, wd, nodes
+        self.ncfg = {n: live_node_config(n) for n in SLURM_NODES}
+        self.tails = {n: LogTail(slurm_conf_value(ctx, "SlurmdLogFile", n)) for n in SLURM_NODES}
+        self.ctld = LogTail(slurm_conf_value(ctx, "SlurmctldLogFile"))
+        self.jobdirs = {}            # node -> job directory
+        self.per = {}                # node -> marks
+        self.probed = []             # nodes whose guest creation probed QEMU's capabilities
+        self.cache_cpu = {n: caps_cpu(os.path.join(self.ncfg[n]["state_dir"], "libvirt-caps/cache/qemu/capabilities"))
+                          for n in SLURM_NODES}
+        self.ready_at = None
+        self.jid = self.out = self.outf = self.art = None
+
+    def submit(self, vm):
+        env = self.ctx.env
+        t_submit = time.time()
+        r = run(["runuser", "-u", USER, "--", "env", f"SLURM_CONF={env['SLURM_CONF']}", "PATH=/usr/bin:/bin",
+                 "sbatch", "--parsable", f"-N{self.nodes}", f"-n{self.nodes}", "--ntasks-per-node=1", "--mem=1500",
+                 "-J", "svm-bench", *vm, "job.sh"], cwd=self.wd)
+        if r.returncode != 0:
+            raise RuntimeError("sbatch failed: " + r.stderr.strip())
+        jid = self.jid = int(r.stdout.strip().split(";")[0])
+        RES.slurm_jobs.append(jid)
+        log(f"Slurm job {jid} submitted (-N{self.nodes})")
+        self.out = {"job": jid, "submit": t_submit, "nodes": self.nodes}
+        self.outf = os.path.join(self.wd, f"slurm-{jid}.out")
+        self.art = os.path.join(self.ctx.tmp, f"slurm-art-{jid}")
+
+    def poll_nodes(self):
         """Each node's job directory once its guest is ready: file births, guest.json, plan."""
-        nonlocal ready_at
         for n in SLURM_NODES:
-            if n not in jobdirs:
-                d = os.path.join(ncfg[n]["state_dir"], f"job_{jid}")
+            if n not in self.jobdirs:
+                d = os.path.join(self.ncfg[n]["state_dir"], f"job_{self.jid}")
                 if os.path.isdir(d):
-                    jobdirs[n] = d
-                    per[n] = {}
-        for n, d in jobdirs.items():
-            m = per[n]
+                    self.jobdirs[n] = d
+                    self.per[n] = {}
+        for n, d in self.jobdirs.items():
+            m = self.per[n]
             if "cache_cpu" not in m:
                 # The capabilities the prolog gave the job (libvirt rewrites them only when it probes, seconds
                 # into the guest's creation).
@@ -104,117 +101,126 @@ def slurm_job_once(ctx, wd, i, nodes=1, allow_probe=False, vm=None):
                 if c is not None:
                     m["cache_cpu"] = c
             if "ready_seen" not in m and read(os.path.join(d, "state")).strip() == "ready":
-                try:
-                    m["ready_state"] = os.stat(os.path.join(d, "state")).st_mtime
-                    m["guest"] = json.loads(read(os.path.join(d, "guest.json")))
-                except (OSError, ValueError):
-                    continue
-                m["ready_seen"] = time.time()
-                jm, plan = jobdir_marks(d, ncfg[n]["lease_dir"])
-                m.update({k: v for k, v in jm.items() if v})
-                m["node_index"] = plan.get("node_index")
-                k = ctx.watch.first("keeper", jid, n)
-                m["keeper_cpus"] = cpus_of(k["pid"]) if k else None
-                if m["guest"].get("caps_probed"):
-                    probed.append({"where": "Slurm job", "job": jid, "node": n, "keeper_cpus": m["keeper_cpus"],
-                                   "cache_probed_on_cpu": m.get("cache_cpu", cache_cpu.get(n))})
-                if plan.get("node_index") == 0:
-                    out["node"] = n
-                    ready_at = m["ready_state"]
-                    if not os.path.exists(os.path.join(art, "domain.xml")):
-                        try:
-                            save_artifacts(d, art)
-                        except OSError:
-                            pass
+                self._node_ready(n, d, m)
 
-    def all_seen():
-        return len(jobdirs) >= nodes and all("ready_seen" in per[n] or not os.path.isdir(d)
-                                              for n, d in jobdirs.items())
-
-    while time.time() < deadline:
-        poll_nodes()
-        if time.time() - last_check > 1.0:
-            last_check = time.time()
-            st = run(["scontrol", "show", "job", "-o", str(jid)], env=env).stdout
-            m = re.search(r"JobState=(\S+)", st)
-            if m and m.group(1) not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") \
-                    and "\n" not in read(outf):
-                why = re.search(r"Reason=(\S+)", st)
-                raise JobGone(f"Slurm job {jid} ended ({m.group(1)}, reason {why.group(1) if why else '?'}) "
-                              f"before its script printed anything")
-        txt = read(outf)
-        if "\n" in txt:
-            out["first_line_seen"] = time.time()
-            try:
-                out["first_line_guest_clock"] = float(txt.split("\n")[0])
-            except ValueError:
-                # Not the script's date: slurm-vm's message (the job failed). Its end, then why.
-                end = time.time() + 180
-                while time.time() < end and any(os.path.exists(d) for d in jobdirs.values()):
-                    time.sleep(0.5)
-                raise RuntimeError(f"Slurm job {jid} (-N{nodes}) failed: {short(txt, 400)}")
-            break
-        time.sleep(0.02)
-    else:
-        run(["scancel", str(jid)], env=env)
-        raise RuntimeError(f"Slurm job {jid}: no output within 420 s (pending? busy cluster)")
-    out["ready_at"] = ready_at
-    # The script's last line (its third), and the other nodes' guests.
-    end = time.time() + 60
-    while time.time() < end:
-        poll_nodes()
-        lines = read(outf).split("\n")
-        if len(lines) >= 4 and "last_line_seen" not in out:
-            out["last_line_seen"] = time.time()
-            try:
-                out["last_line_guest_clock"] = float(lines[2])
-            except ValueError:
-                pass
-        if "last_line_seen" in out and all_seen():
-            break
-        time.sleep(0.02)
-    # The rest of the job, then until its nodes are clean.
-    end = time.time() + 180
-    state = ""
-    while time.time() < end:
-        s = run(["scontrol", "show", "job", "-o", str(jid)], env=env).stdout
-        m = re.search(r"JobState=(\S+)", s)
-        state = m.group(1) if m else "gone"
-        if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
-            mt = re.search(r"StartTime=(\S+)", s)
-            if mt:
+    def _node_ready(self, n, d, m):
+        try:
+            m["ready_state"] = os.stat(os.path.join(d, "state")).st_mtime
+            m["guest"] = json.loads(read(os.path.join(d, "guest.json")))
+        except (OSError, ValueError):
+            return
+        m["ready_seen"] = time.time()
+        jm, plan = jobdir_marks(d, self.ncfg[n]["lease_dir"])
+        m.update({k: v for k, v in jm.items() if v})
+        m["node_index"] = plan.get("node_index")
+        k = self.ctx.watch.first("keeper", self.jid, n)
+        m["keeper_cpus"] = cpus_of(k["pid"]) if k else None
+        if m["guest"].get("caps_probed"):
+            self.probed.append({"where": "Slurm job", "job": self.jid, "node": n, "keeper_cpus": m["keeper_cpus"],
+                                "cache_probed_on_cpu": m.get("cache_cpu", self.cache_cpu.get(n))})
+        if plan.get("node_index") == 0:
+            self.out["node"] = n
+            self.ready_at = m["ready_state"]
+            if not os.path.exists(os.path.join(self.art, "domain.xml")):
                 try:
-                    out["slurm_start_time"] = datetime.datetime.fromisoformat(mt.group(1)).timestamp()
+                    save_artifacts(d, self.art)
+                except OSError:
+                    pass
+
+    def all_seen(self):
+        return len(self.jobdirs) >= self.nodes and all("ready_seen" in self.per[n] or not os.path.isdir(d)
+                                                       for n, d in self.jobdirs.items())
+
+    def check_alive(self):
+        """Raises JobGone when the job ended before its script printed anything."""
+        st = run(["scontrol", "show", "job", "-o", str(self.jid)], env=self.ctx.env).stdout
+        m = re.search(r"JobState=(\S+)", st)
+        if m and m.group(1) not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") \
+                and "\n" not in read(self.outf):
+            why = re.search(r"Reason=(\S+)", st)
+            raise JobGone(f"Slurm job {self.jid} ended ({m.group(1)}, reason {why.group(1) if why else '?'}) "
+                          f"before its script printed anything")
+
+    def wait_first_line(self):
+        deadline = self.out["submit"] + 420
+        last_check = 0.0
+        while time.time() < deadline:
+            self.poll_nodes()
+            if time.time() - last_check > 1.0:
+                last_check = time.time()
+                self.check_alive()
+            txt = read(self.outf)
+            if "\n" in txt:
+                self.out["first_line_seen"] = time.time()
+                try:
+                    self.out["first_line_guest_clock"] = float(txt.split("\n")[0])
+                except ValueError:
+                    # Not the script's date: slurm-vm's message (the job failed). Its end, then why.
+                    end = time.time() + 180
+                    while time.time() < end and any(os.path.exists(d) for d in self.jobdirs.values()):
+                        time.sleep(0.5)
+                    raise RuntimeError(f"Slurm job {self.jid} (-N{self.nodes}) failed: {short(txt, 400)}")
+                return
+            time.sleep(0.02)
+        run(["scancel", str(self.jid)], env=self.ctx.env)
+        raise RuntimeError(f"Slurm job {self.jid}: no output within 420 s (pending? busy cluster)")
+
+    def wait_last_line(self):
+        """The script's last line (its third), and the other nodes' guests."""
+        out = self.out
+        end = time.time() + 60
+        while time.time() < end:
+            self.poll_nodes()
+            lines = read(self.outf).split("\n")
+            if len(lines) >= 4 and "last_line_seen" not in out:
+                out["last_line_seen"] = time.time()
+                try:
+                    out["last_line_guest_clock"] = float(lines[2])
                 except ValueError:
                     pass
-            break
-        time.sleep(0.5)
-    out["state"] = state
-    while time.time() < end and any(os.path.exists(d) for d in jobdirs.values()):
-        time.sleep(0.2)
-    # The epilogs' processes end a moment after their last line.
-    while time.time() < end and any(r_["end"] is None for n in jobdirs for r_ in ctx.watch.find("epilog", jid, n)):
+            if "last_line_seen" in out and self.all_seen():
+                break
+            time.sleep(0.02)
+
+    def wait_end(self):
+        """The rest of the job, then until its nodes are clean."""
+        out, jid = self.out, self.jid
+        end = time.time() + 180
+        state = ""
+        while time.time() < end:
+            s = run(["scontrol", "show", "job", "-o", str(jid)], env=self.ctx.env).stdout
+            m = re.search(r"JobState=(\S+)", s)
+            state = m.group(1) if m else "gone"
+            if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                mt = re.search(r"StartTime=(\S+)", s)
+                if mt:
+                    try:
+                        out["slurm_start_time"] = datetime.datetime.fromisoformat(mt.group(1)).timestamp()
+                    except ValueError:
+                        pass
+                break
+            time.sleep(0.5)
+        out["state"] = state
+        while time.time() < end and any(os.path.exists(d) for d in self.jobdirs.values()):
+            time.sleep(0.2)
+        # The epilogs' processes end a moment after their last line.
+        while time.time() < end and any(r_["end"] is None for n in self.jobdirs
+                                        for r_ in self.ctx.watch.find("epilog", jid, n)):
+            time.sleep(0.1)
         time.sleep(0.1)
-    time.sleep(0.1)
-    out["artifacts"] = art if os.path.exists(os.path.join(art, "domain.xml")) else None
-    # Marks: the job's, then each node's.
-    job = {"submit": t_submit}
-    job.update(slurmctld_marks(ctld, jid))
-    if out.get("first_line_seen"):
-        job["first_line"] = out["first_line_seen"]
-    if out.get("last_line_seen"):
-        job["last_line"] = out["last_line_seen"]
-    out["problems"] = []
-    for n in jobdirs:
-        m = per[n]
+        out["artifacts"] = self.art if os.path.exists(os.path.join(self.art, "domain.xml")) else None
+
+    def node_marks(self, n, job):
+        """Node n's marks: the job's, slurmd's, the admin log's, the processes'."""
+        out, jid, m = self.out, self.jid, self.per[n]
         m.update(job)
-        m.update(slurmd_marks(tails[n], jid))
-        lm = job_log_marks(ncfg[n]["log_dir"], n, jid, since=t_submit - 1)
+        m.update(slurmd_marks(self.tails[n], jid))
+        lm = job_log_marks(self.ncfg[n]["log_dir"], n, jid, since=out["submit"] - 1)
         out["problems"] += [f"{n}: {p}" for p in lm.pop("log_problems")]
         m.update(lm)
         if m.get("keeper_log"):
             m["keeper_start"] = m["keeper_log"]
-        p = ctx.watch.first("prolog", jid, n)
+        p = self.ctx.watch.first("prolog", jid, n)
         if p:
             m["prolog_start"] = p["start"]
             if p["end"]:
@@ -226,40 +232,112 @@ def slurm_job_once(ctx, wd, i, nodes=1, allow_probe=False, vm=None):
             m["prolog_end"] = m["prepared"]
         if not m.get("ready") and m.get("ready_state"):
             m["ready"] = m["ready_state"]
+        self._process_marks(n, m)
+        if m.get("node_index") != 0:
+            for k in ("first_line", "last_line", "ssh_start"):
+                m.pop(k, None)
+
+    def _process_marks(self, n, m):
         for kind, key in (("qemu", "qemu_start"), ("ssh", "ssh_start"), ("exec", "exec_start")):
-            w = ctx.watch.first(kind, jid, n)
+            w = self.ctx.watch.first(kind, self.jid, n)
             if w:
                 m[key] = w["start"]
                 if kind == "exec" and w["end"]:
                     m["exec_end"] = w["end"]
-        e = ctx.watch.first("epilog", jid, n)
+        e = self.ctx.watch.first("epilog", self.jid, n)
         if e:
             m["epilog_start"] = e["start"]
             if e["end"]:
                 m["epilog_end"] = e["end"]
-        if m.get("node_index") != 0:
-            for k in ("first_line", "last_line", "ssh_start"):
-                m.pop(k, None)
-    out["marks"] = {n: {k: v for k, v in per[n].items() if isinstance(v, float)} for n in jobdirs}
-    out["guests"] = {n: per[n].get("guest") for n in jobdirs}
-    out["keeper_cpus"] = {n: per[n].get("keeper_cpus") for n in jobdirs}
-    out["probed"] = [p["node"] for p in probed]
-    if probed:
-        ctx.probes.extend(probed)
-    if probed and not allow_probe:
-        raise CapsProbed(f"Slurm job {jid}: libvirt probed QEMU's capabilities while creating the guest on "
-                         + ", ".join(f"{p['node']} (keeper on CPU {p['keeper_cpus']}, its cached capabilities probed "
-                                     f"on CPU {p['cache_probed_on_cpu']})" for p in probed))
-    return out
+
+    def finish(self, allow_probe):
+        """Marks: the job's, then each node's; the probes seen."""
+        out, per, probed = self.out, self.per, self.probed
+        job = {"submit": out["submit"]}
+        job.update(slurmctld_marks(self.ctld, self.jid))
+        if out.get("first_line_seen"):
+            job["first_line"] = out["first_line_seen"]
+        if out.get("last_line_seen"):
+            job["last_line"] = out["last_line_seen"]
+        out["problems"] = []
+        for n in self.jobdirs:
+            self.node_marks(n, job)
+        out["marks"] = {n: {k: v for k, v in per[n].items() if isinstance(v, float)} for n in self.jobdirs}
+        out["guests"] = {n: per[n].get("guest") for n in self.jobdirs}
+        out["keeper_cpus"] = {n: per[n].get("keeper_cpus") for n in self.jobdirs}
+        out["probed"] = [p["node"] for p in probed]
+        if probed:
+            self.ctx.probes.extend(probed)
+        if probed and not allow_probe:
+            raise CapsProbed(f"Slurm job {self.jid}: libvirt probed QEMU's capabilities while creating the guest on "
+                             + ", ".join(f"{p['node']} (keeper on CPU {p['keeper_cpus']}, its cached capabilities "
+                                         f"probed on CPU {p['cache_probed_on_cpu']})" for p in probed))
+        return out
 
 
-def item_time_to_user_code(ctx, repeat):
+def slurm_job_once(ctx, wd, i, nodes=1, allow_probe=False, vm=None):
+    """One real VM job (sbatch -N nodes, one task and 1500 MiB per node) as the
+    test user; its script prints the time, the guest's name and the time
+    again. Returns its figures and, per node, the marks of the waterfall."""
+    env = ctx.env
+    script = os.path.join(wd, "job.sh")
+    write(script, JOB_SCRIPT, 0o755)
+    os.chown(script, UID, GID)
+    vm = vm or [f"--vm-image={env['VM_TEST_IMAGE']}", f"--vm-kernel={env['VM_TEST_KERNEL']}",
+                f"--vm-initrd={env['VM_TEST_INITRD']}"]
+    job = SlurmJob(ctx, wd, nodes)
+    job.submit(vm)
+    job.wait_first_line()
+    job.out["ready_at"] = job.ready_at
+    job.wait_last_line()
+    job.wait_end()
+    return job.finish(allow_probe)
+
+
+def user_workdir(ctx):
+    """The test user's working directory for Slurm jobs (removed at the end)."""
     wd = run(["runuser", "-u", USER, "--", "mktemp", "-d", f"/home/{USER}/svmbench.XXXXXX"]).stdout.strip()
     if not wd:
         raise RuntimeError("cannot make a working directory for the test user")
     RES.dirs.append(wd)
     os.chmod(wd, 0o755)
     ctx.slurm_wd = wd
+    return wd
+
+
+def ttuc_figures(o):
+    """A -N1 job's figures, from its marks and output."""
+    p0 = o["marks"].get(o.get("node"), {}).get("prolog_start")
+    o["prolog_start_est"] = p0
+    o["ttuc_ms"] = (o["first_line_seen"] - p0) * 1000 if p0 else None
+    o["ttuc_from_slurm_start_ms"] = ((o["first_line_seen"] - o["slurm_start_time"]) * 1000
+                                     if o.get("slurm_start_time") else None)
+    o["prolog_to_ready_ms"] = (o["ready_at"] - p0) * 1000 if (p0 and o.get("ready_at")) else None
+    o["ready_to_first_line_ms"] = ((o["first_line_seen"] - o["ready_at"]) * 1000 if o.get("ready_at") else None)
+    o["guest_clock_minus_host_ms"] = ((o["first_line_guest_clock"] - o["first_line_seen"]) * 1000
+                                      if o.get("first_line_guest_clock") else None)
+    o["guest"] = o["guests"].get(o.get("node"))
+    log(f"  job {o['job']} on {o.get('node')}: prolog start to first line {o['ttuc_ms'] or 0:.0f} ms "
+        f"(to ready {o['prolog_to_ready_ms'] or 0:.0f} ms), state {o['state']}")
+
+
+def ttuc_raw(ctx, o, i):
+    """The raw baseline of job o: its domain XML and seed booted to SSH, then
+    the first command; None when it failed."""
+    log(f"  raw boot of job {o['job']}'s domain XML and seed to SSH, then the first command over SSH")
+    try:
+        r = probe_retry(ctx, lambda: raw_run(ctx, o["artifacts"], f"u{i}", cpu=0, first_command=True,
+                                             strict=True))
+    except RuntimeError as e:
+        ctx.errors.append(f"time to user code: the raw baseline of job {o['job']}: {e}")
+        return None
+    r["boot_to_ssh_ms"] = r["start_ms"] + r["wait_ms"]
+    log(f"  raw: {r['boot_to_ssh_ms']:.0f} ms to port 22, first command {r.get('exec_ms', 0):.0f} ms")
+    return r
+
+
+def item_time_to_user_code(ctx, repeat):
+    wd = user_workdir(ctx)
     jobs, raws = [], []
     for i in range(repeat):
         try:
@@ -268,37 +346,24 @@ def item_time_to_user_code(ctx, repeat):
             ctx.errors.append(f"time to user code, job {i + 1}: {e}")
             log(f"  {e}")
             continue
-        p0 = o["marks"].get(o.get("node"), {}).get("prolog_start")
-        o["prolog_start_est"] = p0
-        o["ttuc_ms"] = (o["first_line_seen"] - p0) * 1000 if p0 else None
-        o["ttuc_from_slurm_start_ms"] = ((o["first_line_seen"] - o["slurm_start_time"]) * 1000
-                                         if o.get("slurm_start_time") else None)
-        o["prolog_to_ready_ms"] = (o["ready_at"] - p0) * 1000 if (p0 and o.get("ready_at")) else None
-        o["ready_to_first_line_ms"] = ((o["first_line_seen"] - o["ready_at"]) * 1000 if o.get("ready_at") else None)
-        o["guest_clock_minus_host_ms"] = ((o["first_line_guest_clock"] - o["first_line_seen"]) * 1000
-                                          if o.get("first_line_guest_clock") else None)
-        o["guest"] = o["guests"].get(o.get("node"))
-        log(f"  job {o['job']} on {o.get('node')}: prolog start to first line {o['ttuc_ms'] or 0:.0f} ms "
-            f"(to ready {o['prolog_to_ready_ms'] or 0:.0f} ms), state {o['state']}")
+        ttuc_figures(o)
         jobs.append(o)
         if o.get("artifacts"):
-            log(f"  raw boot of job {o['job']}'s domain XML and seed to SSH, then the first command over SSH")
-            try:
-                r = probe_retry(ctx, lambda: raw_run(ctx, o["artifacts"], f"u{i}", cpu=0, first_command=True,
-                                                     strict=True))
-            except RuntimeError as e:
-                ctx.errors.append(f"time to user code: the raw baseline of job {o['job']}: {e}")
-                continue
-            r["boot_to_ssh_ms"] = r["start_ms"] + r["wait_ms"]
-            log(f"  raw: {r['boot_to_ssh_ms']:.0f} ms to port 22, first command {r.get('exec_ms', 0):.0f} ms")
-            raws.append(r)
+            r = ttuc_raw(ctx, o, i)
+            if r is not None:
+                raws.append(r)
     ctx.slurm_jobs_n1 = jobs
     if not jobs:
         raise RuntimeError("no Slurm job ran to its end (see the problems below)")
     p = stats([o["ttuc_ms"] for o in jobs])
     rb = stats([r["boot_to_ssh_ms"] for r in raws]) if raws else ctx.raw_boot_to_ssh
+    ctx.waterfall["slurm"] = slurm_waterfall(jobs, raws)
+    return ttuc_item(jobs, raws, p, rb)
+
+
+def slurm_waterfall(jobs, raws):
     runs = [o["marks"][o["node"]] for o in jobs if o.get("node") in o["marks"]]
-    ctx.waterfall["slurm"] = {
+    return {
         "what": "a real `sbatch -N1 --vm-image=...` job as the test user (prolog and epilog run by slurmd, keeper "
                 "started by the plugin in the extern step, the script through slurm-vm-exec and the guest's agent); "
                 "the raw baseline boots the same domain XML and seed after the job",
@@ -311,6 +376,9 @@ def item_time_to_user_code(ctx, repeat):
                                         and o.get("first_line_guest_clock")]),
         "problems": sorted({p_ for o in jobs for p_ in o.get("problems", [])}),
     }
+
+
+def ttuc_item(jobs, raws, p, rb):
     return {
         "title": "Time to user code",
         "what": "Slurm-level: from the prolog's start (its process's start in /proc, else the birth time of the job "
