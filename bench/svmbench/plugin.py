@@ -44,9 +44,8 @@ def plugin_start(ctx, node, jid, cpu, keep_artifacts=None, first_command=False):
         raise
 
 
-def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_command):
-    out = {"job": jid, "node": node}
-    jobdir = os.path.join(BENCH_STATE, node, f"job_{jid}")
+def run_prolog(ctx, node, jid, jobdir, out):
+    """The real prolog of bench job jid; returns the marks of its steps."""
     RES.bench_jobs.append((ctx.cfg, node, jid))
     t0 = time.time()
     r = run([ctx.tools["prolog"], "--config", ctx.cfg], env=prolog_env(ctx, node, jid, ctx.workdir))
@@ -62,6 +61,65 @@ def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_command):
     if r.returncode != 0 or state != "prepared":
         raise RuntimeError(f"prolog of bench job {jid} failed (exit {r.returncode}, state {state!r}): "
                            f"{r.stderr.strip()[-400:]}")
+    return marks
+
+
+def wait_ready(jid, statef, k, logf, t2):
+    """Until the keeper sets the job's state to ready (600 s at most)."""
+    deadline = t2 + 600
+    while True:
+        s = read(statef).strip()
+        if s == "ready":
+            return
+        if s.startswith("failed") or s.startswith("stopped") or k.poll() is not None:
+            raise RuntimeError(f"keeper of bench job {jid}: state {s!r}, exit {k.poll()}: "
+                               f"{read(logf.name)[-400:]}")
+        if time.time() > deadline:
+            raise RuntimeError(f"keeper of bench job {jid}: not ready after 600 s")
+        time.sleep(0.02)
+
+
+def keeper_figures(out, g, t2, ready_at):
+    out["keeper_launch"] = t2
+    out["keeper_to_ready_ms"] = (ready_at - t2) * 1000
+    out["boot_ms"] = g["ready_ms"] - g["create_ms"]
+    out["keeper_host_ms"] = out["keeper_to_ready_ms"] - out["boot_ms"]
+    out["created_at"] = ready_at - out["boot_ms"] / 1000
+    out["ready_at"] = ready_at
+    out["host_start_ms"] = out["prolog_ms"] + out["keeper_host_ms"]
+    out["guest"] = g
+
+
+def time_first_command(ctx, jid, jobdir, plan, cg, marks, out, ready_seen):
+    """The first command over SSH (`true`, through the keeper's SSH socket as
+    slurm-vm-exec does, in the job's cgroup), as the job's user."""
+    ssh = ssh_argv(os.path.join(jobdir, "id_ed25519"), os.path.join(jobdir, "known_hosts"),
+                   plan.get("hostname", ""), plan["user"], plan.get("hostname", ""),
+                   proxy=f"{ctx.tools['exec']} --proxy {os.path.join(jobdir, 'ssh.sock')}")
+    join = into_cgroups(cg)
+
+    def as_user():
+        join()  # as root, then the job's user (the key and the socket are the user's to use)
+        os.setgroups([])
+        os.setgid(GID)
+        os.setuid(UID)
+    t3 = time.time()
+    e = subprocess.run(ssh + ["true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, preexec_fn=as_user, timeout=180,
+                       env={"PATH": "/usr/bin:/bin", "HOME": f"/home/{USER}"}, cwd="/")
+    t4 = time.time()
+    if e.returncode == 0:
+        marks["ready_seen"], marks["ssh_start"], marks["first_line"] = ready_seen, t3, t4
+        out["first_command_ms"] = (t4 - t3) * 1000
+    else:
+        ctx.errors.append(f"bench job {jid}: the first command over SSH failed (exit {e.returncode}): "
+                          f"{e.stderr.strip()[-300:]}")
+
+
+def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_cmd):
+    out = {"job": jid, "node": node}
+    jobdir = os.path.join(BENCH_STATE, node, f"job_{jid}")
+    marks = run_prolog(ctx, node, jid, jobdir, out)
     cache_cpu = caps_cpu(os.path.join(jobdir, "libvirt/cache/qemu/capabilities"))  # the job's copy
     cg = make_cgroup(f"job_{jid}", cpu)
     logf = open(os.path.join(ctx.tmp, f"keeper-{jid}.log"), "w")
@@ -76,17 +134,7 @@ def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_command):
     out["keeper"] = k
     out["cgroups"] = cg
     statef = os.path.join(jobdir, "state")
-    deadline = t2 + 600
-    while True:
-        s = read(statef).strip()
-        if s == "ready":
-            break
-        if s.startswith("failed") or s.startswith("stopped") or k.poll() is not None:
-            raise RuntimeError(f"keeper of bench job {jid}: state {s!r}, exit {k.poll()}: "
-                               f"{read(logf.name)[-400:]}")
-        if time.time() > deadline:
-            raise RuntimeError(f"keeper of bench job {jid}: not ready after 600 s")
-        time.sleep(0.02)
+    wait_ready(jid, statef, k, logf, t2)
     ready_seen = time.time()
     ready_at = os.stat(statef).st_mtime
     g = json.loads(read(os.path.join(jobdir, "guest.json")))
@@ -94,14 +142,7 @@ def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_command):
         ctx.probes.append({"where": "prolog level", "job": jid, "node": node, "keeper_cpus": str(cpu),
                            "cache_probed_on_cpu": cache_cpu})
     require_no_probe(g, jid, f" (keeper on CPU {cpu}, its cached capabilities probed on CPU {cache_cpu})")
-    out["keeper_launch"] = t2
-    out["keeper_to_ready_ms"] = (ready_at - t2) * 1000
-    out["boot_ms"] = g["ready_ms"] - g["create_ms"]
-    out["keeper_host_ms"] = out["keeper_to_ready_ms"] - out["boot_ms"]
-    out["created_at"] = ready_at - out["boot_ms"] / 1000
-    out["ready_at"] = ready_at
-    out["host_start_ms"] = out["prolog_ms"] + out["keeper_host_ms"]
-    out["guest"] = g
+    keeper_figures(out, g, t2, ready_at)
     jm, plan = jobdir_marks(jobdir, ctx.lease_dir)
     for key in ("keeper_pid", "domain_xml", "ssh_sock"):
         if jm.get(key):
@@ -112,28 +153,8 @@ def _plugin_start(ctx, node, jid, cpu, keep_artifacts, first_command):
     q = ctx.watch.first("qemu", jid, node)
     if q:
         marks["qemu_start"] = q["start"]
-    if first_command and plan.get("user"):
-        ssh = ssh_argv(os.path.join(jobdir, "id_ed25519"), os.path.join(jobdir, "known_hosts"),
-                       plan.get("hostname", ""), plan["user"], plan.get("hostname", ""),
-                       proxy=f"{ctx.tools['exec']} --proxy {os.path.join(jobdir, 'ssh.sock')}")
-        join = into_cgroups(cg)
-
-        def as_user():
-            join()  # as root, then the job's user (the key and the socket are the user's to use)
-            os.setgroups([])
-            os.setgid(GID)
-            os.setuid(UID)
-        t3 = time.time()
-        e = subprocess.run(ssh + ["true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, preexec_fn=as_user, timeout=180,
-                           env={"PATH": "/usr/bin:/bin", "HOME": f"/home/{USER}"}, cwd="/")
-        t4 = time.time()
-        if e.returncode == 0:
-            marks["ready_seen"], marks["ssh_start"], marks["first_line"] = ready_seen, t3, t4
-            out["first_command_ms"] = (t4 - t3) * 1000
-        else:
-            ctx.errors.append(f"bench job {jid}: the first command over SSH failed (exit {e.returncode}): "
-                              f"{e.stderr.strip()[-300:]}")
+    if first_cmd and plan.get("user"):
+        time_first_command(ctx, jid, jobdir, plan, cg, marks, out, ready_seen)
     out["marks"] = marks
     if keep_artifacts:
         save_artifacts(jobdir, keep_artifacts)

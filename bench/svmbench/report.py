@@ -36,7 +36,8 @@ def machine(ctx):
             "versions": v, "git_commit": g + ("+local changes" if dirty else "")}
 
 
-def markdown(rep):
+def summary_head(rep):
+    """The report's head and the summary table's header."""
     m = rep["machine"]
     L = [f"# slurm-vm benchmark — {rep['date']}", "",
          f"Command: `{rep['command']}` ({'quick' if rep['quick'] else 'full'}, {rep['repeat']} repetition(s)); "
@@ -47,6 +48,12 @@ def markdown(rep):
          "Figures: median (min–max, n). Ratios are medians over medians.", "",
          "| # | figure | slurm-vm | baseline (same run) | ratio | target | met |",
          "|---|--------|----------|---------------------|-------|--------|-----|"]
+    return L
+
+
+def summary_start_rows(rep):
+    """Summary rows 1-3: start, teardown, time to user code."""
+    L = []
     for key, num in (("start_overhead", 1), ("teardown", 2), ("time_to_user_code", 3)):
         it = rep["items"].get(key)
         if not it or "error" in it or "skipped" in it:
@@ -56,6 +63,12 @@ def markdown(rep):
         extra = f"; +{it['difference_ms']:.0f} ms" if it.get("difference_ms") is not None else ""
         L.append(f"| {num} | {it['title']} | {fmt(it['plugin_ms'])} | {fmt(it['raw_ms'])} | "
                  f"{it['ratio']}×{extra} | {it['target']} | {yesno(it.get('met'))} |")
+    return L
+
+
+def summary_concurrency_row(rep):
+    """Summary row 4: concurrency."""
+    L = []
     it = rep["items"].get("concurrency")
     if it and "rows" in it:
         rows = it["rows"]
@@ -69,6 +82,12 @@ def markdown(rep):
     else:
         why = short((it or {}).get("error") or (it or {}).get("skipped") or "not run")
         L.append(f"| 4 | concurrency | not measured: {why} | | | | |")
+    return L
+
+
+def summary_host_rows(rep):
+    """Summary rows 5, 5b and 6: device layer, network setup, KVM."""
+    L = []
     it = rep["items"].get("devices")
     if it and "scenarios" in it:
         s = it["scenarios"]["one_gpu_one_vf"]
@@ -80,11 +99,18 @@ def markdown(rep):
     if it and "sizes" in it:
         z = it["sizes"]
         L.append(f"| 5b | prolog network setup per node, 2-node / 1,000-node job | "
-                 f"{z['2']['setup_ms']['median']:.1f} ms / {z['1000']['setup_ms']['median']:.1f} ms | — | — | recorded | — |")
+                 f"{z['2']['setup_ms']['median']:.1f} ms / {z['1000']['setup_ms']['median']:.1f} ms | — | — | "
+                 "recorded | — |")
     else:
         L.append(f"| 5b | prolog network setup | not measured: {short((it or {}).get('error', 'not run'))} | | | | |")
     it = rep["items"].get("guest_efficiency", {})
     L.append(f"| 6 | guest efficiency (KVM) | {it.get('status', 'not run')} | | | | |")
+    return L
+
+
+def summary_stock_rows(rep):
+    """Summary row 3b (stock cloud image), then the network setup's table."""
+    L = []
     it = rep["items"].get("time_to_user_code_stock")
     if it and "plugin_ms" in it:
         L.append(f"| 3b | {it['title']} | {fmt(it['plugin_ms'])} | test image {fmt(it['raw_ms'])} | "
@@ -102,6 +128,12 @@ def markdown(rep):
             L.append(f"| {n} nodes | {z['entries_per_node']} | {f3(z['plan_ms'])} | {f3(z['setup_ms'])} | "
                      f"{f3(z['remove_ms'])} |")
         L.append("")
+    return L
+
+
+def summary_share_rows(rep):
+    """Summary rows 7-9: shares and the image step."""
+    L = []
     it = rep["items"].get("shares")
     if it and "figures" in it:
         f, rt = it["figures"], it["ratios_to_host"]
@@ -124,8 +156,12 @@ def markdown(rep):
     elif it:
         L.append(f"| 9 | the prolog's image step | not measured: {short(it.get('error') or it.get('skipped'))} "
                  "| | | | |")
-    L += [""] + waterfall_section(rep) + scaling_section(rep) + probes_section(rep)
-    L += ["", "## Details", ""]
+    return L
+
+
+def details_start(rep):
+    """Details of items 1-3."""
+    L = []
     for key in ("start_overhead", "teardown", "time_to_user_code"):
         it = rep["items"].get(key)
         if not it or "plugin_ms" not in it:
@@ -141,7 +177,12 @@ def markdown(rep):
                      + (" — the prolog's cache is empty, so every keeper's virDomainCreateXML probes QEMU first"
                         if c["plugin_cache_files"] == 0 and c["raw_baseline_cached_files"] > 0 else ""))
         L.append("")
-    L += image_step_section(rep)
+    return L
+
+
+def details_concurrency(rep):
+    """Details of item 4."""
+    L = []
     it = rep["items"].get("concurrency")
     if it and "rows" in it:
         L += [f"### {it['title']}", "", it["what"] + ".", "", "Note: " + it["note"] + ".", "",
@@ -159,17 +200,24 @@ def markdown(rep):
         f = it.get("cpu_floor")
         if f:
             n = list(it["rows"])[-1]
-            L += [f"CPU time (the whole machine's, from /proc/stat, until every guest is created): "
+            L += ["CPU time (the whole machine's, from /proc/stat, until every guest is created): "
                   + "; ".join(f"{k} at once {fmt(r['plugin_cpu_ms'])} (raw {fmt(r['raw_cpu_ms'])})"
                               for k, r in it["rows"].items()) + ". "
                   f"One start keeps {f['one_start_cpu_ms']:.0f} ms of CPU busy in {f['one_start_wall_ms']:.0f} ms. "
                   f"{n} starts need {n} times that CPU time, which {f['cpus']} CPU(s) give in no less than "
                   f"{f['floor_ratio']}× one start's time, whatever starts the guests (the raw baseline too); "
                   f"{it['target']} needs {f['cpus_for_target']} CPUs at least.", ""]
+    return L
+
+
+def details_rest(rep):
+    """Details of the device layer, shares and KVM; the run's problems."""
+    L = []
     it = rep["items"].get("devices")
     if it and "scenarios" in it:
         L += [f"### {it['title']}", "", it["what"] + f"; {it['rounds']} round(s); tree restored byte for byte: "
-              f"{it['restored']}.", "", "| scenario | samples | plan | prepare | release | per job | sysfs writes/job |",
+              f"{it['restored']}.", "",
+              "| scenario | samples | plan | prepare | release | per job | sysfs writes/job |",
               "|---|---|---|---|---|---|---|"]
         for s in it["scenarios"].values():
             def f3(x):
@@ -188,4 +236,20 @@ def markdown(rep):
               ", ".join(f"{k}={v}" for k, v in it.get("checks", {}).items()), ""]
     if rep["errors"]:
         L += ["## Problems during the run", ""] + [f"- {e}" for e in rep["errors"]] + [""]
+    return L
+
+
+def markdown(rep):
+    L = summary_head(rep)
+    L += summary_start_rows(rep)
+    L += summary_concurrency_row(rep)
+    L += summary_host_rows(rep)
+    L += summary_stock_rows(rep)
+    L += summary_share_rows(rep)
+    L += [""] + waterfall_section(rep) + scaling_section(rep) + probes_section(rep)
+    L += ["", "## Details", ""]
+    L += details_start(rep)
+    L += image_step_section(rep)
+    L += details_concurrency(rep)
+    L += details_rest(rep)
     return "\n".join(L)

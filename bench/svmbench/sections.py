@@ -47,10 +47,41 @@ def waterfall_section(rep):
     return L
 
 
-def scaling_section(rep):
-    ns = rep.get("node_scaling") or {}
-    L = ["## A job's start as it grows (1, 2, 3 nodes on this host)", ""]
-    p = ns.get("prolog_level")
+def fmt_tenths(x):
+    """A duration's stats to the tenth of a millisecond."""
+    return f"{x['median']:.1f} ms ({x['min']:.1f}–{x['max']:.1f}, n={x['n']})" if x else "—"
+
+
+def prolog_scaling_notes(p):
+    """The prolog-level scaling's lines below its table."""
+    L = []
+    fg = p.get("file_growth") or []
+    if fg:
+        n0, n1 = p["growth_between"]
+        L += ["", f"Files the prolog writes, {n0} → {n1} nodes: " + "; ".join(
+            f"{g['file']} {g[f'n{n0}_bytes']} → {g[f'n{n1}_bytes']} bytes ({g['per_added_node_bytes']:+.0f} per "
+            "added node)" for g in fg) + "."]
+    a = p.get("alone_ms_by_size") or {}
+    if a:
+        L += ["", "One node's prolog, alone, by job size (medians): " +
+              ", ".join(f"{k} nodes {v:.0f} ms" for k, v in a.items() if v is not None) + "."]
+    o = p.get("at_once_ms_by_size") or {}
+    if o:
+        L += ["", "All the job's prologs at once on this host, until the last is done: " +
+              ", ".join(f"{k} nodes {v:.0f} ms" for k, v in o.items()) + " (they share 2 CPUs)."]
+    if p.get("growth"):
+        n0, n1 = p["growth_between"]
+        L += ["", f"Per-node prolog steps from {n0} to {n1} nodes (medians, alone), the largest change "
+                  "first (file birth times step by about 4 ms: smaller changes are noise):", ""]
+        L += ["| step | " + f"{n0} node(s) | {n1} nodes | per added node |", "|---|---|---|---|"]
+        for g in p["growth"]:
+            L.append(f"| {g['step']} | {g[f'n{n0}_ms']:.1f} ms | {g[f'n{n1}_ms']:.1f} ms | "
+                     f"{g['per_added_node_ms'] * 1000:+.0f} µs |")
+    return L
+
+
+def prolog_scaling_lines(p):
+    L = []
     if p and "rows" in p:
         L += [f"### {p['title']}", "", p["what"] + f"; {p['repeat']} repetition(s).", "",
               "| nodes in the job | one node's prolog, alone | of it: host keys → known_hosts | of it: seed ISO | "
@@ -59,39 +90,20 @@ def scaling_section(rep):
         kh = "host keys of all the job's nodes → known_hosts"
         for n, r in p["rows"].items():
             st = r["steps_alone_ms"]
-
-            def f1(x):
-                return f"{x['median']:.1f} ms ({x['min']:.1f}–{x['max']:.1f}, n={x['n']})" if x else "—"
-            L.append(f"| {n}{' (synthetic)' if r['synthetic'] else ''} | {f1(r['prolog_alone_ms'])} | "
-                     f"{f1(st.get(kh))} | {f1(st.get('the seed image written (ISO 9660, made in memory)'))} | "
-                     f"{fmt(r['all_prologs_at_once_ms'])} | {f1(r['prolog_at_once_per_node_ms'])} | "
+            seed = st.get('the seed image written (ISO 9660, made in memory)')
+            L.append(f"| {n}{' (synthetic)' if r['synthetic'] else ''} | {fmt_tenths(r['prolog_alone_ms'])} | "
+                     f"{fmt_tenths(st.get(kh))} | {fmt_tenths(seed)} | "
+                     f"{fmt(r['all_prologs_at_once_ms'])} | {fmt_tenths(r['prolog_at_once_per_node_ms'])} | "
                      f"{fmt(r['epilog_no_guest_ms'])} |")
-        fg = p.get("file_growth") or []
-        if fg:
-            n0, n1 = p["growth_between"]
-            L += ["", f"Files the prolog writes, {n0} → {n1} nodes: " + "; ".join(
-                f"{g['file']} {g[f'n{n0}_bytes']} → {g[f'n{n1}_bytes']} bytes ({g['per_added_node_bytes']:+.0f} per "
-                "added node)" for g in fg) + "."]
-        a = p.get("alone_ms_by_size") or {}
-        if a:
-            L += ["", "One node's prolog, alone, by job size (medians): " +
-                  ", ".join(f"{k} nodes {v:.0f} ms" for k, v in a.items() if v is not None) + "."]
-        o = p.get("at_once_ms_by_size") or {}
-        if o:
-            L += ["", "All the job's prologs at once on this host, until the last is done: " +
-                  ", ".join(f"{k} nodes {v:.0f} ms" for k, v in o.items()) + " (they share 2 CPUs)."]
-        if p.get("growth"):
-            n0, n1 = p["growth_between"]
-            L += ["", f"Per-node prolog steps from {n0} to {n1} nodes (medians, alone), the largest change "
-                      "first (file birth times step by about 4 ms: smaller changes are noise):", ""]
-            L += ["| step | " + f"{n0} node(s) | {n1} nodes | per added node |", "|---|---|---|---|"]
-            for g in p["growth"]:
-                L.append(f"| {g['step']} | {g[f'n{n0}_ms']:.1f} ms | {g[f'n{n1}_ms']:.1f} ms | "
-                         f"{g['per_added_node_ms'] * 1000:+.0f} µs |")
+        L += prolog_scaling_notes(p)
         L.append("")
     elif p:
         L += [f"Prolog level: not measured: {p.get('error') or p.get('skipped')}.", ""]
-    sl = ns.get("slurm")
+    return L
+
+
+def slurm_scaling_lines(sl):
+    L = []
     if sl and "rows" in sl:
         L += [f"### {sl['title']}", "", sl["what"] + ".", "",
               "| nodes | jobs (with a QEMU probe) | prolog per node | all prologs done | prolog end → keeper start | "
@@ -107,6 +119,14 @@ def scaling_section(rep):
         L.append("")
     elif sl:
         L += [f"Slurm jobs: not measured: {sl.get('error') or sl.get('skipped')}.", ""]
+    return L
+
+
+def scaling_section(rep):
+    ns = rep.get("node_scaling") or {}
+    L = ["## A job's start as it grows (1, 2, 3 nodes on this host)", ""]
+    L += prolog_scaling_lines(ns.get("prolog_level"))
+    L += slurm_scaling_lines(ns.get("slurm"))
     return L
 
 

@@ -44,17 +44,18 @@ def item_devices(ctx, rounds):
     d = json.loads(r.stdout)
     sc = {}
     for name, s in d["scenarios"].items():
+        per_job = zip(s["plan_ms"], s["prepare_ms"], s["release_ms"])
         sc[name] = {"what": s["what"], "jobs_at_once": s["jobs_at_once"], "samples": s["samples"],
                     "sysfs_writes_per_job": s["sysfs_writes_per_job"],
                     "plan_ms": stats(s["plan_ms"], 3), "prepare_ms": stats(s["prepare_ms"], 3),
                     "release_ms": stats(s["release_ms"], 3),
-                    "per_job_ms": stats([a + b_ + c for a, b_, c in zip(s["plan_ms"], s["prepare_ms"], s["release_ms"])],
-                                        3)}
+                    "per_job_ms": stats([a + b_ + c for a, b_, c in per_job], 3)}
         for k in ("plan_ms", "prepare_ms", "release_ms", "per_job_ms"):
             if sc[name][k]:
                 sc[name][k].pop("values")
     return {"title": "Device layer at scale (fake sysfs)",
-            "what": "plan + bind/claim (prepare, every step recorded first in a real, fsync'd ledger file; ledgers and VF pool state on /run as on a node) + release (undo "
+            "what": "plan + bind/claim (prepare, every step recorded first in a real, fsync'd ledger file; ledgers "
+                    "and VF pool state on /run as on a node) + release (undo "
                     "of that ledger) per job, on a fake node with 8 GPUs (2 NUMA nodes) and 2 InfiniBand PFs x 32 "
                     "VFs (FakeSysfs/FakeKernel of tests/unit)",
             "node": d["node"], "rounds": d["rounds"], "restored": d["restored"], "refusals": d["refusals"],

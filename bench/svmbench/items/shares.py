@@ -94,7 +94,8 @@ def item_shares(ctx, repeat):
             runs["host"].append(o)
     finally:
         os.unlink(node2_cfg)
-    fig = {fs: {"read_mib_s": stats([o["read_mib_s"] for o in rs]), "write_mib_s": stats([o["write_mib_s"] for o in rs])}
+    fig = {fs: {"read_mib_s": stats([o["read_mib_s"] for o in rs]),
+                "write_mib_s": stats([o["write_mib_s"] for o in rs])}
            for fs, rs in runs.items()}
     r = lambda fs, k: ratio(med(fig[fs][k]), med(fig["host"][k]))  # noqa: E731
     return {

@@ -77,9 +77,9 @@ def start_item(plug, raw):
         "title": "Host-side start overhead",
         "what": "prolog wall time + keeper launch to domain created (= keeper to ready minus guest boot)",
         "baseline": "a program that loads libvirt, then qemu-img create of the same overlay + embedded libvirt root "
-                    "(same qemu.conf, warm capabilities cache) + virConnectOpen + virDomainCreateXML of the same domain "
-                    "XML; from its launch by bench/run, as the keeper's (before 2026-11-27 evening: from its own clock, "
-                    "started once libvirt was loaded, which left out its start)",
+                    "(same qemu.conf, warm capabilities cache) + virConnectOpen + virDomainCreateXML of the same "
+                    "domain XML; from its launch by bench/run, as the keeper's (before 2026-11-27 evening: from its "
+                    "own clock, started once libvirt was loaded, which left out its start)",
         "plugin_ms": p_start, "raw_ms": r_start,
         "parts": {"prolog_ms": stats([x["prolog_ms"] for x in plug]),
                   "keeper_launch_to_created_ms": stats([x["keeper_host_ms"] for x in plug]),
