@@ -1,0 +1,1 @@
+"""The benchmark's items: each module measures one item or a group of them."""
