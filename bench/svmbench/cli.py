@@ -19,6 +19,7 @@ from .cluster import (
 from .items.concurrency import item_concurrency
 from .items.host import item_devices, item_kvm, item_network
 from .items.image_step import item_image_step
+from .items.mpi_launch import item_mpi_launch
 from .items.scaling import item_node_scaling_prolog, item_node_scaling_slurm
 from .items.shares import item_shares
 from .items.slurm import SLURM_NODES, item_time_to_user_code, item_time_to_user_code_stock
@@ -34,7 +35,8 @@ from .waterfall import MISSING_LINES
 # ----------------------------------------------------------------------------
 
 KNOWN_ITEMS = {"start_overhead", "teardown", "prolog_level", "time_to_user_code", "slurm", "concurrency", "shares",
-               "time_to_user_code_stock", "devices", "network", "guest_efficiency", "image_step"}
+               "time_to_user_code_stock", "devices", "network", "guest_efficiency", "image_step",
+               "mpi_launch"}
 
 
 def parse_args():
@@ -241,6 +243,7 @@ class Items:
         items["concurrency"] = {"skipped": "--quick"}
         items["shares"] = {"skipped": "--quick (needs Slurm jobs)"}
         items["time_to_user_code_stock"] = {"skipped": "--quick (needs Slurm jobs)"}
+        items["mpi_launch"] = {"skipped": "--quick (needs a Slurm job)"}
         self.ctx.waterfall["slurm"] = {"skipped": "--quick (needs Slurm jobs)"}
         self.rep["node_scaling"]["slurm"] = {"skipped": "--quick (needs Slurm jobs)"}
 
@@ -257,6 +260,8 @@ class Items:
             self.attempt("shares", lambda: item_shares(ctx, few))
         if self.want("time_to_user_code_stock"):
             self.attempt("time_to_user_code_stock", lambda: item_time_to_user_code_stock(ctx, few))
+        if self.want("mpi_launch"):
+            self.attempt("mpi_launch", lambda: item_mpi_launch(ctx, repeat))
 
 
 def finish(ctx, rep, a):

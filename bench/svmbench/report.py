@@ -156,6 +156,13 @@ def summary_share_rows(rep):
     elif it:
         L.append(f"| 9 | the prolog's image step | not measured: {short(it.get('error') or it.get('skipped'))} "
                  "| | | | |")
+    it = rep["items"].get("mpi_launch")
+    if it and "srun_ms" in it:
+        L.append(f"| 10 | an MPI step of 4 ranks in 2 guests, `srun --mpi=pmix` | {fmt(it['srun_ms'])} | "
+                 f"`mpirun` in the same guests {fmt(it['mpirun_ms'])} | {it['ratio']}× | reported | — |")
+    elif it:
+        L.append(f"| 10 | an MPI step's launch | not measured: {short(it.get('error') or it.get('skipped'))} "
+                 "| | | | |")
     return L
 
 
@@ -230,6 +237,10 @@ def details_rest(rep):
         v = it["virtiofs_over_9p"]
         L += [f"### {it['title']}", "", it["what"] + ".", "",
               f"virtio-fs over 9p: read {times(v['read'])}, write {times(v['write'])}.", ""]
+    it = rep["items"].get("mpi_launch")
+    if it and "srun_ms" in it:
+        L += [f"### {it['title']}", "", it["what"] + ".", "",
+              f"- srun --mpi=pmix: {fmt(it['srun_ms'])}", f"- mpirun: {fmt(it['mpirun_ms'])}", ""]
     it = rep["items"].get("guest_efficiency")
     if it:
         L += [f"### {it['title']}", "", it["status"] + ".", "", "Checks: " +
