@@ -1,6 +1,9 @@
 // The remote context (slurmstepd on each node of the job).
 #include <unistd.h>
 
+#include <cstdio>
+
+#include "error.hpp"
 #include "slurm_host.hpp"
 
 namespace svm::spank {
@@ -30,7 +33,14 @@ int on_task(spank_t sp) {
     SlurmHost host(sp);
     TaskIds ids;
     if (!host.task_ids(ids)) return 0;
-    route_task(host, options(), ids);
+    try {
+        route_task(host, options(), ids);
+    } catch (const Error& e) {
+        // This is the task, before its command: its stderr is the job's
+        // output, where the user reads why (the node's log has it too).
+        std::fprintf(stderr, "slurm-vm: %s\n", e.reason().c_str());
+        throw;
+    }
     return 0;
 }
 

@@ -9,7 +9,7 @@
 #    the plain job it is, the node stays up;
 # 2. an image named only there (no VM prepared by the prolog, which reads
 #    the job's own record of its options): the task is refused, with the
-#    sentence in the node's log, the job fails, the node stays up, and the
+#    sentence in the job's output and the node's log, the job fails, the node stays up, and the
 #    script never ran on the host.
 source "$(dirname "$0")/lib.sh"
 
@@ -35,6 +35,8 @@ state="$(wait_job "$id" 120)"
 [[ ! -e "$wd/marker" ]] || fail "job $id's script ran on the host"
 log_of | grep -q "\[$id.batch\] error: slurm-vm: job $id: no guest was prepared on this node; the task does not run on the host" ||
     fail "no sentence for job $id in node3's log"
+grep -q "^slurm-vm: job $id: no guest was prepared on this node" "$wd/slurm-$id.out" ||
+    fail "job $id's output does not say why: $(cat "$wd/slurm-$id.out" 2>/dev/null)"
 wait_clean "$id" 60
 no_node_drained
 pass "job $id: an image forged in the job's environment, with no guest prepared: refused, not run on the host, node up"
