@@ -640,9 +640,7 @@ void prepare_guest_devices(Preparation& s) {
     o.job = std::to_string(s.req.job_id);
     o.want_vf = !dc.vf_providers.empty();
     o.hostname = s.req.node;
-    PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
-        s.ledger.record(kind, Json(json_deep_copy(d)));
-    });
+    PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, s.ledger);
     plan_devices_of_guest(s.p, plan, pd);
     for (int g : vfio_groups_of(root, pd.hostdevs)) grant_device(s.ledger, root.dev_vfio(g), s.qgid);
     Json acct(json_object());

@@ -18,20 +18,23 @@ using namespace svm::test;
 
 namespace {
 
-// The ledger, as far as these tests need one: records kept in order.
+// A real ledger file in a directory of its own.
 struct MiniLedger {
-    std::vector<std::pair<std::string, Json>> entries;
-    DeviceRecordFn fn() {
-        return [this](const std::string& kind, const json_t* data) {
-            entries.emplace_back(kind, Json(json_deep_copy(data)));
-        };
-    }
-    // Undo in reverse order, every entry tried; through JSON text like a real ledger.
+    TempDir dir{"svm-device-ledger"};
+    Ledger ledger = Ledger::load(path_join(dir.path(), "job_1.json"), 1);
+    Ledger& fn() { return ledger; }
+    const std::vector<LedgerEntry>& entries() const { return ledger.entries(); }
+    // Undo in reverse order, every entry tried; read back from the file, as the epilog does.
     void undo(const SysfsRoot& root, SysfsWriter& w, const DeviceConfig& cfg) {
-        for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-            Json again = json_parse(json_dump(it->second.get()), "ledger");
-            undo_device_step(root, w, cfg, it->first, again.get());
-        }
+        Ledger again = Ledger::load(ledger.path(), 1);
+        for (auto it = again.entries().rbegin(); it != again.entries().rend(); ++it)
+            undo_device_entry(root, w, cfg, *it);
+    }
+    // Entry i's record as written, without the ledger's time stamp.
+    std::string record(size_t i) const {
+        Json d(json_deep_copy(entries().at(i).data.get()));
+        json_object_del(d.get(), "recorded_at");
+        return json_dump(d.get());
     }
 };
 
@@ -192,14 +195,12 @@ TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone 
     MiniLedger ledger;
     // Each record must be in the ledger before its write: count writes at record time.
     std::vector<int> writes_at_record;
-    auto rec = [&](const std::string& kind, const json_t* data) {
-        writes_at_record.push_back(k.writes());
-        ledger.fn()(kind, data);
-    };
-    PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "42"}, rec);
-    REQUIRE(ledger.entries.size() == 5);
+    Ledger::set_record_hook_for_tests([&](const LedgerEntry&) { writes_at_record.push_back(k.writes()); });
+    PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "42"}, ledger.fn());
+    Ledger::set_record_hook_for_tests(nullptr);
+    REQUIRE(ledger.entries().size() == 5);
     std::vector<std::string> kinds;
-    for (auto& e : ledger.entries) kinds.push_back(e.first);
+    for (auto& e : ledger.entries()) kinds.push_back(e.kind);
     CHECK(kinds == std::vector<std::string>{"vfio_bind", "vfio_bind", "vf_reservation", "vf_config", "vfio_bind"});
     CHECK(writes_at_record == std::vector<int>{0, 3, 6, 6, 9});
     REQUIRE(p.vf);
@@ -216,11 +217,11 @@ TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone 
     CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/port"))) ==
           "02:c9:fa:ce:01:02:00:01");
     CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/policy"))) == "Follow");
-    CHECK(json_dump(ledger.entries[3].second.get()) ==
+    CHECK(ledger.record(3) ==
           R"({"index":0,"link_layer":"infiniband","pf":"0000:2b:00.0","previous":{"node":"00:00:00:00:00:00:00:00",)"
           R"("policy":"Down","port":"00:00:00:00:00:00:00:00"},"set":{"node":"02:c9:fa:ce:01:02:00:00",)"
           R"("policy":"Follow","port":"02:c9:fa:ce:01:02:00:01"},"vf":"0000:2b:00.1"})");
-    CHECK(json_dump(ledger.entries[2].second.get()) == R"({"job":"42"})");
+    CHECK(ledger.record(2) == R"({"job":"42"})");
 
     ledger.undo(root, k, cfg);
     CHECK(fs.changes_since(before) == "");
@@ -301,8 +302,10 @@ TEST_CASE("steps recorded but never taken, or taken twice, undo cleanly", "[devi
     pool.undo_config(c);
     CHECK(fs.changes_since(before) == "");
     // Records from an unknown kind are refused by name.
-    CHECK_THROWS_WITH(undo_device_step(root, k, cfg, "domain", nullptr), Catch::Contains("not a device step"));
-    CHECK_THROWS_WITH(BindRecord::from_json(json_parse("{}", "x").get()), Catch::Contains("\"device\" missing"));
+    CHECK_THROWS_WITH(undo_device_entry(root, k, cfg, {"domain", Json(json_object())}),
+                      Catch::Contains("not a device step"));
+    CHECK_THROWS_WITH(BindRecord::from_json(json_parse("{}", "x").get()),
+                      Catch::Equals("ledger record \"vfio_bind\": \"device\" is missing"));
     CHECK(k.refusals().empty());
 }
 
@@ -348,7 +351,7 @@ TEST_CASE("GPUs kept on vfio-pci (gres File=/dev/vfio/N): no rebinding, nothing 
     MiniLedger ledger;
     PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "1", .want_vf = false}, ledger.fn());
     CHECK(p.hostdevs.size() == 2);
-    CHECK(ledger.entries.empty());
+    CHECK(ledger.entries().empty());
     CHECK(k.writes() == 0);
     CHECK(fs.changes_since(before) == "");
     // Without configuration, the group's endpoints are the allocation.
