@@ -142,9 +142,11 @@ void JsonOut::set(const char* key, json_t* v) {
     if (!v || json_object_set_new(obj_.get(), key, v) != 0) SVM_THROW(std::string("cannot write JSON key ") + key);
 }
 
-// Text JSON cannot hold: only a user's value can be (a path, a command
-// line), so the user's request is refused rather than the key dropped.
+// Text JSON cannot hold (not UTF-8), or that json_parse would not read back
+// (a NUL): only a user's value can be (a path, a command line), so the
+// user's request is refused rather than the key dropped or cut.
 static json_t* text_of(const char* key, const std::string& v) {
+    if (v.find('\0') != std::string::npos) SVM_REFUSE(std::string("\"") + key + "\" contains a NUL byte");
     json_t* s = json_stringn(v.data(), v.size());
     if (!s) SVM_REFUSE(std::string("\"") + key + "\" is not valid UTF-8 text");
     return s;

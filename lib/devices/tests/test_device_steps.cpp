@@ -388,3 +388,78 @@ TEST_CASE("eight GPUs, two HCAs: the job's VF comes from the HCA next to its GPU
     CHECK(fs.changes_since(before) == "");
     CHECK(k.refusals().empty());
 }
+
+TEST_CASE("device records through the ledger: a crash after any record is undone from the file", "[devices]") {
+    struct Crash {};  // not an svm::Error: nothing on the way catches it
+    for (size_t n = 1; n <= 5; ++n) {
+        DYNAMIC_SECTION("crash after record " << n) {
+            FakeSysfs fs;
+            full_node(fs);
+            TempDir state, dir;
+            DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
+            SysfsRoot root = fs.sysfs_root();
+            DevicePlan plan = plan_devices(root, cfg, {"/dev/nvidia0"});
+            auto before = fs.snapshot();
+            FakeKernel k(fs);
+            std::string path = path_join(dir.path(), "job_3.json");
+            {
+                Ledger l = Ledger::load(path, 3);
+                size_t seen = 0;
+                Ledger::set_record_hook_for_tests([&](const LedgerEntry&) {
+                    if (++seen == n) throw Crash{};
+                });
+                CHECK_THROWS_AS(prepare_devices(root, k, cfg, plan, {.job = "3"}, l), Crash);
+                Ledger::set_record_hook_for_tests(nullptr);
+            }
+            // The epilog, another process: the ledger as its file has it.
+            Ledger again = Ledger::load(path, 3);
+            CHECK(again.entries().size() == n);
+            auto failures = undo_all(again, [&](const LedgerEntry& e) { undo_device_entry(root, k, cfg, e); });
+            CHECK(failures.empty());
+            CHECK(fs.changes_since(before) == "");
+            CHECK(VfPool(root, k, cfg).holders().empty());
+            CHECK_FALSE(path_exists(path));
+            CHECK(k.refusals().empty());
+        }
+    }
+}
+
+TEST_CASE("device records of the previous release are read; unknown or missing keys are refused by name", "[devices]") {
+    FakeSysfs fs;
+    full_node(fs);
+    TempDir state, dir;
+    DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
+    SysfsRoot root = fs.sysfs_root();
+    FakeKernel k(fs);
+    auto before = fs.snapshot();
+    // Bound by the previous release, whose ledger file says so in its words.
+    BindRecord r = VfioBinder(root, k).prepare(PciAddress::parse("0000:3b:00.0"));
+    VfioBinder(root, k).bind(r);
+    std::string path = path_join(dir.path(), "job_5.json");
+    write_file_atomic(path,
+                      R"({"entries": [{"data": {"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": )"
+                      R"("nvidia", "original_override": "", "recorded_at": 1764000000, "target_driver": "vfio-pci"},)"
+                      R"( "kind": "vfio_bind"}, {"data": {"job": "5", "recorded_at": 1764000000}, "kind": )"
+                      R"("vf_reservation"}], "job_id": 5})",
+                      0600);
+    Ledger old = Ledger::load(path, 5);
+    CHECK(undo_all(old, [&](const LedgerEntry& e) { undo_device_entry(root, k, cfg, e); }).empty());
+    CHECK(fs.changes_since(before) == "");
+
+    auto refusal = [](const char* json) {
+        return reason_of([&] { BindRecord::from_json(json_parse(json, "record").get()); });
+    };
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": "nvidia",)"
+                  R"( "original_override": "", "target_driver": "vfio-pci", "reset": true})") ==
+          "ledger record \"vfio_bind\": unknown key \"reset\" (written by a newer release?)");
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": "nvidia",)"
+                  R"( "target_driver": "vfio-pci"})") ==
+          "ledger record \"vfio_bind\": \"original_override\" is missing");
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": "7", "original_driver": "nvidia",)"
+                  R"( "original_override": "", "target_driver": "vfio-pci"})") ==
+          "ledger record \"vfio_bind\": \"iommu_group\" must be an integer");
+    CHECK(reason_of([&] { VfConfigRecord::from_json(json_parse(R"({"pf": "0000:2b:00.0"})", "r").get()); }) ==
+          "ledger record \"vf_config\": \"index\" is missing");
+    CHECK(reason_of([&] { VfReservationRecord::from_json(json_parse(R"({"job": ""})", "r").get()); }) ==
+          "vf_reservation record: \"job\" is empty");
+}
