@@ -424,7 +424,7 @@ TEST_CASE("device records through the ledger: a crash after any record is undone
     }
 }
 
-TEST_CASE("device records of the previous release are read; unknown or missing keys are refused by name", "[devices]") {
+TEST_CASE("device records of the previous release are read, unknown or missing keys refused by name", "[devices]") {
     FakeSysfs fs;
     full_node(fs);
     TempDir state, dir;
