@@ -145,6 +145,17 @@ public:
         }
         (*this)(key, std::move(a));
     }
+    // null when absent (or, nullable(), when the type's empty value).
+    template <class T>
+    void operator()(const char* key, const std::optional<T>& v) {
+        if (v) (*this)(key, *v);
+        else (*this)(key, Json(json_null()));
+    }
+    template <class T>
+    void nullable(const char* key, const T& v) {
+        if (v == T{}) (*this)(key, Json(json_null()));
+        else (*this)(key, v);
+    }
     // Written only when not the type's empty value (what optional() keeps).
     template <class T>
     void optional(const char* key, const T& v) {
