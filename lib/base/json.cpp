@@ -138,6 +138,10 @@ void JsonIn::done() const {
 
 JsonOut::JsonOut() : obj_(json_object()) {}
 
+JsonOut::JsonOut(Json obj) : obj_(std::move(obj)) {
+    if (!json_is_object(obj_.get())) SVM_THROW("JsonOut: not a JSON object");
+}
+
 void JsonOut::set(const char* key, json_t* v) {
     if (!v || json_object_set_new(obj_.get(), key, v) != 0) SVM_THROW(std::string("cannot write JSON key ") + key);
 }

@@ -119,6 +119,7 @@ private:
 class JsonOut {
 public:
     JsonOut();
+    explicit JsonOut(Json obj);  // adds to an object written earlier
 
     void operator()(const char* key, const std::string& v);
     void operator()(const char* key, const char* v);
