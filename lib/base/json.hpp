@@ -33,9 +33,11 @@ Json json_parse(const std::string& text, const std::string& what);
 Json json_load_file(const std::string& path);
 std::string json_dump(const json_t* j, bool pretty = false);
 
-// Typed getters on an object, lenient about absent keys; throw svm::Error
-// naming the key when the type is wrong. For schema-checked configuration;
-// records and plans use JsonIn.
+// Typed getters on an object, lenient about absent and unknown keys; throw
+// svm::Error naming the key when the type is wrong. For documents that are
+// checked against a schema first (the configuration) or that others write
+// with keys of their own (qemu-img's output, OCI manifests); the project's
+// own records and plans use JsonIn.
 std::optional<std::string> json_get_string(const json_t* obj, const char* key);
 std::optional<int64_t> json_get_int(const json_t* obj, const char* key);
 std::optional<bool> json_get_bool(const json_t* obj, const char* key);
