@@ -127,8 +127,7 @@ struct Bench {
         o.job = std::to_string(job);
         o.want_vf = want_vf;
         o.hostname = "node001";
-        prepare_devices(root, k, cfg, plan, o,
-                        [&](const std::string& kind, const json_t* d) { l->record(kind, Json(json_deep_copy(d))); });
+        prepare_devices(root, k, cfg, plan, o, *l);
         double t2 = now_ms();
         s.plan.push_back(t1 - t0);
         s.prepare.push_back(t2 - t1);
@@ -138,8 +137,7 @@ struct Bench {
 
     void release(Series& s, Ledger& l) {
         double t0 = now_ms();
-        auto failures =
-            undo_all(l, [this](const LedgerEntry& e) { undo_device_step(root, k, cfg, e.kind, e.data.get()); });
+        auto failures = undo_all(l, [this](const LedgerEntry& e) { undo_device_entry(root, k, cfg, e); });
         s.release.push_back(now_ms() - t0);
         if (!failures.empty()) SVM_THROW("release failed: " + failures.front());
     }

@@ -11,23 +11,19 @@
 namespace svm {
 
 Json DevicePlan::to_json() const {
-    Json j(json_object());
-    json_t* devs = json_array();
-    for (const auto& d : devices) {
-        json_t* o = json_object();
-        json_object_set_new(o, "address", json_string(d.address.str().c_str()));
-        json_object_set_new(o, "role", json_string(d.role.c_str()));
-        json_object_set_new(o, "gres_file", json_string(d.gres_file.c_str()));
-        json_object_set_new(o, "driver", json_string(d.driver.c_str()));
-        json_object_set_new(o, "iommu_group", json_integer(d.iommu_group));
-        json_object_set_new(o, "numa_node", json_integer(d.numa_node));
-        json_object_set_new(o, "needs_bind", json_boolean(d.needs_bind));
-        json_array_append_new(devs, o);
-    }
-    json_object_set_new(j.get(), "devices", devs);
-    json_object_set_new(j.get(), "numa_node", numa_node ? json_integer(*numa_node) : json_null());
-    json_object_set_new(j.get(), "cpus", json_string(cpus.c_str()));
-    return j;
+    JsonOut j;
+    j.objects("devices", devices, [](JsonOut& o, const PlannedDevice& d) {
+        o("address", d.address);
+        o("role", d.role);
+        o("gres_file", d.gres_file);
+        o("driver", d.driver);
+        o("iommu_group", d.iommu_group);
+        o("numa_node", d.numa_node);
+        o("needs_bind", d.needs_bind);
+    });
+    j("numa_node", numa_node);
+    j("cpus", cpus);
+    return j.take();
 }
 
 namespace {

@@ -18,7 +18,7 @@ static BindOptions bind_options(const DeviceConfig& cfg) {
 }
 
 PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg,
-                                const DevicePlan& plan, const DeviceStepOptions& opts, const DeviceRecordFn& record) {
+                                const DevicePlan& plan, const DeviceStepOptions& opts, Ledger& ledger) {
     PreparedDevices out;
     out.numa_node = plan.numa_node;
     out.cpus = plan.cpus;
@@ -29,8 +29,7 @@ PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, cons
         out.hostdevs.push_back(d.address);
         if (binder.already_bound(d.address)) continue;
         BindRecord r = binder.prepare(d.address);
-        Json j = r.to_json();
-        record(BindRecord::kKind, j.get());
+        ledger.record(r);
         binder.bind(r);
     }
     // 2. Verify: each group usable by QEMU.
@@ -40,17 +39,14 @@ PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, cons
     if (opts.want_vf && !cfg.vf_providers.empty()) {
         VfPool pool(root, writer, cfg, opts.hostname);
         VfReservationRecord res{opts.job};
-        Json rj = res.to_json();
-        record(VfReservationRecord::kKind, rj.get());
+        ledger.record(res);
         VfAssignment vf = pool.reserve(res, plan.numa_node);
         VfConfigRecord cr = pool.prepare_config(vf);
-        Json cj = cr.to_json();
-        record(VfConfigRecord::kKind, cj.get());
+        ledger.record(cr);
         pool.apply_config(cr);
         if (!binder.already_bound(vf.vf)) {
             BindRecord br = binder.prepare(vf.vf);
-            Json bj = br.to_json();
-            record(BindRecord::kKind, bj.get());
+            ledger.record(br);
             binder.bind(br);
             if (br.iommu_group >= 0) binder.verify_group_ready(br.iommu_group);
         }
@@ -60,17 +56,26 @@ PreparedDevices prepare_devices(const SysfsRoot& root, SysfsWriter& writer, cons
     return out;
 }
 
-void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const std::string& kind,
-                      const json_t* data) {
-    if (kind == BindRecord::kKind) {
-        VfioBinder(root, writer, bind_options(cfg)).undo(BindRecord::from_json(data));
-    } else if (kind == VfReservationRecord::kKind) {
-        VfPool(root, writer, cfg, "-").release(VfReservationRecord::from_json(data));
-    } else if (kind == VfConfigRecord::kKind) {
-        VfPool(root, writer, cfg, "-").undo_config(VfConfigRecord::from_json(data));
-    } else {
-        SVM_THROW("not a device step: \"" + kind + "\"");
-    }
+void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const BindRecord& r) {
+    VfioBinder(root, writer, bind_options(cfg)).undo(r);
+}
+
+void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg,
+                      const VfReservationRecord& r) {
+    VfPool(root, writer, cfg, "-").release(r);
+}
+
+void undo_device_step(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const VfConfigRecord& r) {
+    VfPool(root, writer, cfg, "-").undo_config(r);
+}
+
+void undo_device_entry(const SysfsRoot& root, SysfsWriter& writer, const DeviceConfig& cfg, const LedgerEntry& e) {
+    const json_t* d = e.data.get();
+    if (e.kind == BindRecord::kind) return undo_device_step(root, writer, cfg, BindRecord::from_json(d));
+    if (e.kind == VfReservationRecord::kind)
+        return undo_device_step(root, writer, cfg, VfReservationRecord::from_json(d));
+    if (e.kind == VfConfigRecord::kind) return undo_device_step(root, writer, cfg, VfConfigRecord::from_json(d));
+    SVM_THROW("not a device step: \"" + e.kind + "\"");
 }
 
 }  // namespace svm

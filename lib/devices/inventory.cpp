@@ -11,38 +11,64 @@ namespace svm {
 
 static Json node_facts(const SysfsRoot& root) {
     IommuState st = read_iommu_state(root);
-    Json n(json_object());
-    json_object_set_new(n.get(), "iommu_enabled", json_boolean(st.enabled));
-    json_object_set_new(n.get(), "iommu_groups", json_integer(st.group_count));
-    json_object_set_new(n.get(), "iommu_vendor", st.vendor.empty() ? json_null() : json_string(st.vendor.c_str()));
-    json_object_set_new(n.get(), "cmdline_requests_iommu", json_boolean(st.cmdline_requests_iommu));
-    json_object_set_new(n.get(), "interrupt_remapping", json_string(tristate_str(st.interrupt_remapping)));
-    json_object_set_new(n.get(), "allow_unsafe_interrupts", json_boolean(st.allow_unsafe_interrupts));
-    json_object_set_new(n.get(), "vfio_pci", json_boolean(st.vfio_pci_available));
-    json_t* nodes = json_array();
-    for (const auto& name : list_dir(root.path("sys/devices/system/node"))) {
-        if (name.compare(0, 4, "node") != 0 || name.size() == 4) continue;
-        int id = std::atoi(name.c_str() + 4);
-        json_t* o = json_object();
-        json_object_set_new(o, "node", json_integer(id));
-        json_object_set_new(o, "cpus", json_string(root.read_attr(root.node_cpulist(id)).value_or("").c_str()));
-        json_array_append_new(nodes, o);
-    }
-    json_object_set_new(n.get(), "numa_nodes", nodes);
-    json_t* huge = json_object();
+    JsonOut n;
+    n("iommu_enabled", st.enabled);
+    n("iommu_groups", st.group_count);
+    n.nullable("iommu_vendor", st.vendor);
+    n("cmdline_requests_iommu", st.cmdline_requests_iommu);
+    n("interrupt_remapping", tristate_str(st.interrupt_remapping));
+    n("allow_unsafe_interrupts", st.allow_unsafe_interrupts);
+    n("vfio_pci", st.vfio_pci_available);
+    std::vector<int> ids;
+    for (const auto& name : list_dir(root.path("sys/devices/system/node")))
+        if (name.compare(0, 4, "node") == 0 && name.size() > 4) ids.push_back(std::atoi(name.c_str() + 4));
+    n.objects("numa_nodes", ids, [&](JsonOut& o, int id) {
+        o("node", id);
+        o("cpus", root.read_attr(root.node_cpulist(id)).value_or(""));
+    });
+    JsonOut huge;
     for (const auto& h : list_dir(root.path("sys/kernel/mm/hugepages"))) {
         auto v = root.read_attr(root.path("sys/kernel/mm/hugepages/" + h + "/nr_hugepages"));
-        if (v) json_object_set_new(huge, h.c_str(), json_integer(std::atoll(v->c_str())));
+        if (v) huge(h.c_str(), std::atoll(v->c_str()));
     }
-    json_object_set_new(n.get(), "hugepages", huge);
-    return n;
+    n("hugepages", huge.take());
+    return n.take();
+}
+
+// One device of the inventory: its facts, the others of its IOMMU group and
+// what keeps it from a guest.
+static Json device_entry(const SysfsRoot& root, const PciDevice& d, const std::string& configured) {
+    JsonOut j(d.to_json());
+    j.nullable("configured", configured);
+    std::vector<GroupMember> members;
+    std::vector<std::string> problems;
+    if (d.iommu_group) {
+        for (const auto& m : iommu_group_details(root, *d.iommu_group)) {
+            if (m.address == d.address) continue;
+            members.push_back(m);
+            if (!m.bridge && !m.address.same_slot(d.address) && !is_vfio_safe_driver(m.driver))
+                problems.push_back("IOMMU group shared with " + m.address.str() + " (" +
+                                   (m.driver.empty() ? std::string("no driver") : m.driver) + ")");
+        }
+    } else {
+        problems.emplace_back("no IOMMU group");
+    }
+    if (!d.can_reset()) problems.emplace_back("no reset method");
+    if (d.sriov_capable && d.sriov_numvfs == 0) problems.emplace_back("no VFs created");
+    j.objects("group_members", members, [](JsonOut& o, const GroupMember& m) {
+        o("address", m.address);
+        o.nullable("driver", m.driver);
+        o("bridge", m.bridge);
+    });
+    j("problems", problems);
+    return j.take();
 }
 
 Json build_inventory(const SysfsRoot& root, const DeviceConfig* cfg, const InventoryOptions& opts) {
-    Json inv(json_object());
-    json_object_set_new(inv.get(), "root", json_string(root.root().c_str()));
-    json_object_set(inv.get(), "node", node_facts(root).get());
-    json_t* devs = json_array();
+    JsonOut inv;
+    inv("root", root.root());
+    inv("node", node_facts(root));
+    Json devs(json_array());
     for (const auto& d : scan_pci_devices(root)) {
         std::string configured;
         if (cfg && cfg->gpu_by_pci(d.address)) configured = "gpu";
@@ -53,36 +79,10 @@ Json build_inventory(const SysfsRoot& root, const DeviceConfig* cfg, const Inven
         bool interesting = kind == "gpu" || kind == "infiniband" || kind == "ethernet" || kind == "network";
         if (d.physfn) interesting = false;  // VFs are listed under their PF
         if (!opts.all && !interesting && configured.empty()) continue;
-
-        Json j = d.to_json();
-        json_object_set_new(j.get(), "configured", configured.empty() ? json_null() : json_string(configured.c_str()));
-        json_t* members = json_array();
-        json_t* problems = json_array();
-        if (d.iommu_group) {
-            for (const auto& m : iommu_group_details(root, *d.iommu_group)) {
-                if (m.address == d.address) continue;
-                json_t* o = json_object();
-                json_object_set_new(o, "address", json_string(m.address.str().c_str()));
-                json_object_set_new(o, "driver", m.driver.empty() ? json_null() : json_string(m.driver.c_str()));
-                json_object_set_new(o, "bridge", json_boolean(m.bridge));
-                json_array_append_new(members, o);
-                if (!m.bridge && !m.address.same_slot(d.address) && !is_vfio_safe_driver(m.driver))
-                    json_array_append_new(problems,
-                                          json_string(("IOMMU group shared with " + m.address.str() + " (" +
-                                                       (m.driver.empty() ? std::string("no driver") : m.driver) + ")")
-                                                          .c_str()));
-            }
-        } else {
-            json_array_append_new(problems, json_string("no IOMMU group"));
-        }
-        if (!d.can_reset()) json_array_append_new(problems, json_string("no reset method"));
-        if (d.sriov_capable && d.sriov_numvfs == 0) json_array_append_new(problems, json_string("no VFs created"));
-        json_object_set_new(j.get(), "group_members", members);
-        json_object_set_new(j.get(), "problems", problems);
-        json_array_append(devs, j.get());
+        json_array_append_new(devs.get(), device_entry(root, d, configured).release());
     }
-    json_object_set_new(inv.get(), "devices", devs);
-    return inv;
+    inv("devices", std::move(devs));
+    return inv.take();
 }
 
 std::string format_inventory_table(const json_t* inv) {

@@ -38,40 +38,37 @@ std::string PciDevice::kind() const {
 }
 
 Json PciDevice::to_json() const {
-    Json j(json_object());
-    json_object_set_new(j.get(), "address", json_string(address.str().c_str()));
+    JsonOut j;
+    j("address", address);
     char hex[8];
     std::snprintf(hex, sizeof hex, "%04x", vendor);
-    json_object_set_new(j.get(), "vendor", json_string(hex));
+    j("vendor", hex);
     std::snprintf(hex, sizeof hex, "%04x", device);
-    json_object_set_new(j.get(), "device", json_string(hex));
-    json_object_set_new(j.get(), "vendor_device", json_string(vendor_device().c_str()));
-    json_object_set_new(j.get(), "class", json_string(class_str().c_str()));
-    json_object_set_new(j.get(), "kind", json_string(kind().c_str()));
-    json_object_set_new(j.get(), "name", name.empty() ? json_null() : json_string(name.c_str()));
-    json_object_set_new(j.get(), "driver", driver.empty() ? json_null() : json_string(driver.c_str()));
-    json_object_set_new(j.get(), "driver_override",
-                        driver_override.empty() ? json_null() : json_string(driver_override.c_str()));
-    json_object_set_new(j.get(), "numa_node", json_integer(numa_node));
-    json_object_set_new(j.get(), "local_cpus", json_string(local_cpulist.c_str()));
-    json_object_set_new(j.get(), "iommu_group", iommu_group ? json_integer(*iommu_group) : json_null());
-    json_t* resets = json_array();
-    for (const auto& m : reset_methods) json_array_append_new(resets, json_string(m.c_str()));
-    json_object_set_new(j.get(), "reset_methods", resets);
-    json_object_set_new(j.get(), "resettable", json_boolean(reset_known));
+    j("device", hex);
+    j("vendor_device", vendor_device());
+    j("class", class_str());
+    j("kind", kind());
+    j.nullable("name", name);
+    j.nullable("driver", driver);
+    j.nullable("driver_override", driver_override);
+    j("numa_node", numa_node);
+    j("local_cpus", local_cpulist);
+    j("iommu_group", iommu_group);
+    j("reset_methods", reset_methods);
+    j("resettable", reset_known);
     if (sriov_capable) {
-        json_t* s = json_object();
-        json_object_set_new(s, "totalvfs", json_integer(sriov_totalvfs));
-        json_object_set_new(s, "numvfs", json_integer(sriov_numvfs));
-        json_t* vfs = json_array();
-        for (const auto& v : virtfns) json_array_append_new(vfs, json_string(v.str().c_str()));
-        json_object_set_new(s, "vfs", vfs);
-        json_object_set_new(j.get(), "sriov", s);
+        JsonOut s;
+        s("totalvfs", sriov_totalvfs);
+        s("numvfs", sriov_numvfs);
+        std::vector<std::string> vfs;
+        for (const auto& v : virtfns) vfs.push_back(v.str());
+        s("vfs", vfs);
+        j("sriov", s.take());
     } else {
-        json_object_set_new(j.get(), "sriov", json_null());
+        j("sriov", Json(json_null()));
     }
-    json_object_set_new(j.get(), "physfn", physfn ? json_string(physfn->str().c_str()) : json_null());
-    return j;
+    j("physfn", physfn ? std::optional<std::string>(physfn->str()) : std::nullopt);
+    return j.take();
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "error.hpp"
 #include "fs.hpp"
+#include "ledger.hpp"
 #include "pci_device.hpp"
 
 namespace svm {
@@ -44,12 +45,36 @@ std::string guid(const DeviceConfig& cfg, int node_id, int pf_ordinal, int index
     return hex_bytes(b);
 }
 
-Json load_state(const std::string& path) {
+// pool.json: VF address -> the job that holds it, read strictly.
+struct PoolEntry {
+    std::string job;
+    PciAddress pf;
+    int index = 0;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("job", t.job);
+        v("pf", t.pf);
+        v("index", t.index);
+    }
+};
+using PoolState = std::map<std::string, PoolEntry>;
+
+PoolState load_state(const std::string& path) {
     std::string text;
-    if (!read_file_if_exists(path, text) || trim(text).empty()) return Json(json_object());
+    PoolState out;
+    if (!read_file_if_exists(path, text) || trim(text).empty()) return out;
     Json j = json_parse(text, path);
     if (!json_is_object(j.get())) SVM_THROW(path + ": VF pool state must be a JSON object");
-    return j;
+    const char* vf;
+    json_t* e;
+    json_object_foreach(j.get(), vf, e) out[vf] = from_json_fields<PoolEntry>(e, path + ": " + vf);
+    return out;
+}
+
+void save_state(const std::string& path, const PoolState& st) {
+    JsonOut out;
+    for (const auto& [vf, e] : st) out(vf.c_str(), json_of(e));
+    write_file_atomic(path, json_dump(out.take().get(), true) + "\n", 0600);
 }
 
 }  // namespace
@@ -77,78 +102,31 @@ int vf_node_id(const DeviceConfig& cfg, const std::string& hostname) {
 }
 
 Json VfAssignment::to_json() const {
-    Json j(json_object());
-    json_object_set_new(j.get(), "job", json_string(job.c_str()));
-    json_object_set_new(j.get(), "pf", json_string(pf.str().c_str()));
-    json_object_set_new(j.get(), "index", json_integer(index));
-    json_object_set_new(j.get(), "vf", json_string(vf.str().c_str()));
-    json_object_set_new(j.get(), "link_layer", json_string(link_layer.c_str()));
-    json_object_set_new(j.get(), "numa_node", json_integer(numa_node));
-    json_object_set_new(j.get(), "node_guid", json_string(node_guid.c_str()));
-    json_object_set_new(j.get(), "port_guid", json_string(port_guid.c_str()));
-    json_object_set_new(j.get(), "mac", json_string(mac.c_str()));
-    return j;
+    JsonOut o;
+    o("job", job);
+    o("pf", pf);
+    o("index", index);
+    o("vf", vf);
+    o("link_layer", link_layer);
+    o("numa_node", numa_node);
+    o("node_guid", node_guid);
+    o("port_guid", port_guid);
+    o("mac", mac);
+    return o.take();
 }
 
-Json VfReservationRecord::to_json() const {
-    Json j(json_object());
-    json_object_set_new(j.get(), "job", json_string(job.c_str()));
-    return j;
-}
+Json VfReservationRecord::to_json() const { return json_of(*this); }
 
 VfReservationRecord VfReservationRecord::from_json(const json_t* j) {
-    if (!json_is_object(j)) SVM_THROW("vf_reservation record: not a JSON object");
-    VfReservationRecord r;
-    auto job = json_get_string(j, "job");
-    if (!job || job->empty()) SVM_THROW("vf_reservation record: \"job\" missing");
-    r.job = *job;
+    auto r = read_record<VfReservationRecord>(j);
+    if (r.job.empty()) SVM_THROW("vf_reservation record: \"job\" is empty");
     return r;
 }
 
-static json_t* string_map(const std::map<std::string, std::string>& m) {
-    json_t* o = json_object();
-    for (const auto& [k, v] : m) json_object_set_new(o, k.c_str(), json_string(v.c_str()));
-    return o;
-}
-
-static std::map<std::string, std::string> get_string_map(const json_t* j, const char* key) {
-    std::map<std::string, std::string> out;
-    json_t* o = json_object_get(j, key);
-    if (!o) return out;
-    if (!json_is_object(o)) SVM_THROW(std::string("vf_config record: \"") + key + "\" must be an object");
-    const char* k;
-    json_t* v;
-    json_object_foreach(o, k, v) {
-        if (!json_is_string(v)) SVM_THROW(std::string("vf_config record: \"") + key + "." + k + "\" must be a string");
-        out[k] = json_string_value(v);
-    }
-    return out;
-}
-
-Json VfConfigRecord::to_json() const {
-    Json j(json_object());
-    json_object_set_new(j.get(), "pf", json_string(pf.str().c_str()));
-    json_object_set_new(j.get(), "index", json_integer(index));
-    json_object_set_new(j.get(), "vf", json_string(vf.str().c_str()));
-    json_object_set_new(j.get(), "link_layer", json_string(link_layer.c_str()));
-    json_object_set_new(j.get(), "set", string_map(set));
-    json_object_set_new(j.get(), "previous", string_map(previous));
-    return j;
-}
+Json VfConfigRecord::to_json() const { return json_of(*this); }
 
 VfConfigRecord VfConfigRecord::from_json(const json_t* j) {
-    if (!json_is_object(j)) SVM_THROW("vf_config record: not a JSON object");
-    VfConfigRecord r;
-    auto pf = json_get_string(j, "pf");
-    auto vf = json_get_string(j, "vf");
-    auto idx = json_get_int(j, "index");
-    if (!pf || !vf || !idx) SVM_THROW("vf_config record: \"pf\", \"vf\" and \"index\" are required");
-    r.pf = PciAddress::parse(*pf);
-    r.vf = PciAddress::parse(*vf);
-    r.index = static_cast<int>(*idx);
-    r.link_layer = json_get_string(j, "link_layer").value_or("");
-    r.set = get_string_map(j, "set");
-    r.previous = get_string_map(j, "previous");
+    auto r = read_record<VfConfigRecord>(j);
     for (const auto& [k, v] : r.set) {
         (void)v;
         if (k != "node" && k != "port" && k != "policy" && k != "mac")
@@ -183,104 +161,83 @@ std::string VfPool::link_layer_of(const VfProviderConfig& p) const {
 std::map<std::string, std::string> VfPool::holders() const {
     mkdir_p(cfg_.vf_state_dir, 0700);
     FileLock lock(lock_path());
-    Json st = load_state(state_path());
     std::map<std::string, std::string> out;
-    const char* k;
-    json_t* v;
-    json_object_foreach(st.get(), k, v) out[k] = json_get_string(v, "job").value_or("");
+    for (const auto& [vf, e] : load_state(state_path())) out[vf] = e.job;
     return out;
 }
 
-VfAssignment VfPool::reserve(const VfReservationRecord& r, std::optional<int> numa_node) {
-    if (cfg_.vf_providers.empty()) SVM_THROW("no VF providers configured (devices.vf_providers is empty)");
-    mkdir_p(cfg_.vf_state_dir, 0700);
-    FileLock lock(lock_path());
-    Json st = load_state(state_path());
+// Every VF of the providers, those of PFs on numa_node first; throws when
+// no PF has any.
+std::vector<VfAssignment> VfPool::candidates(const std::string& job, std::optional<int> numa_node) const {
     int node_id = vf_node_id(cfg_, hostname_);
-
-    struct Candidate {
-        VfAssignment a;
-        bool near;
-    };
-    std::vector<Candidate> candidates;
-    std::vector<std::string> empty_pfs;
+    std::vector<VfAssignment> near, far;
+    std::string empty_pfs;
     for (size_t ord = 0; ord < cfg_.vf_providers.size(); ++ord) {
         const auto& p = cfg_.vf_providers[ord];
         PciDevice pf = read_pci_device(root_, p.pci);
         if (!pf.sriov_capable)
             SVM_THROW(p.pci.str() + ": not SR-IOV capable (" + root_.pci_attr(p.pci, "sriov_totalvfs") + " missing)");
         if (pf.virtfns.empty()) {
-            empty_pfs.push_back(p.pci.str() + " (sriov_numvfs is " + std::to_string(pf.sriov_numvfs) + " of " +
-                                std::to_string(pf.sriov_totalvfs) + ")");
+            empty_pfs += (empty_pfs.empty() ? "" : ", ") + p.pci.str() + " (sriov_numvfs is " +
+                         std::to_string(pf.sriov_numvfs) + " of " + std::to_string(pf.sriov_totalvfs) + ")";
             continue;
         }
         std::string ll = link_layer_of(p);
         for (size_t i = 0; i < pf.virtfns.size(); ++i) {
-            Candidate c;
-            c.a.job = r.job;
-            c.a.pf = p.pci;
-            c.a.index = static_cast<int>(i);
-            c.a.vf = pf.virtfns[i];
-            c.a.pf_ordinal = static_cast<int>(ord);
-            c.a.link_layer = ll;
-            c.a.numa_node = pf.numa_node;
-            c.a.node_guid = vf_node_guid(cfg_, node_id, c.a.pf_ordinal, c.a.index);
-            c.a.port_guid = vf_port_guid(cfg_, node_id, c.a.pf_ordinal, c.a.index);
-            c.a.mac = vf_mac(cfg_, node_id, c.a.pf_ordinal, c.a.index);
-            c.near = numa_node && pf.numa_node == *numa_node;
-            candidates.push_back(c);
+            VfAssignment a;
+            a.job = job;
+            a.pf = p.pci;
+            a.index = static_cast<int>(i);
+            a.vf = pf.virtfns[i];
+            a.pf_ordinal = static_cast<int>(ord);
+            a.link_layer = ll;
+            a.numa_node = pf.numa_node;
+            a.node_guid = vf_node_guid(cfg_, node_id, a.pf_ordinal, a.index);
+            a.port_guid = vf_port_guid(cfg_, node_id, a.pf_ordinal, a.index);
+            a.mac = vf_mac(cfg_, node_id, a.pf_ordinal, a.index);
+            (numa_node && pf.numa_node == *numa_node ? near : far).push_back(a);
         }
     }
+    if (near.empty() && far.empty())
+        SVM_THROW("no VFs to hand out: " + empty_pfs +
+                  "; create them at boot, e.g. echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs");
+    near.insert(near.end(), far.begin(), far.end());
+    return near;
+}
+
+VfAssignment VfPool::reserve(const VfReservationRecord& r, std::optional<int> numa_node) {
+    if (cfg_.vf_providers.empty()) SVM_THROW("no VF providers configured (devices.vf_providers is empty)");
+    mkdir_p(cfg_.vf_state_dir, 0700);
+    FileLock lock(lock_path());
+    PoolState st = load_state(state_path());
+    std::vector<VfAssignment> all = candidates(r.job, numa_node);
     // Already holding one: the same answer again.
-    for (const auto& c : candidates) {
-        json_t* e = json_object_get(st.get(), c.a.vf.str().c_str());
-        if (e && json_get_string(e, "job").value_or("") == r.job) return c.a;
+    for (const auto& a : all) {
+        auto it = st.find(a.vf.str());
+        if (it != st.end() && it->second.job == r.job) return a;
     }
-    if (candidates.empty()) {
-        std::string msg = "no VFs to hand out: ";
-        for (size_t i = 0; i < empty_pfs.size(); ++i) msg += (i ? ", " : "") + empty_pfs[i];
-        SVM_THROW(msg + "; create them at boot, e.g. echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs");
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Candidate& x, const Candidate& y) { return x.near && !y.near; });
-    for (const auto& c : candidates) {
-        if (json_object_get(st.get(), c.a.vf.str().c_str())) continue;
-        json_t* e = json_object();
-        json_object_set_new(e, "job", json_string(r.job.c_str()));
-        json_object_set_new(e, "pf", json_string(c.a.pf.str().c_str()));
-        json_object_set_new(e, "index", json_integer(c.a.index));
-        json_object_set_new(st.get(), c.a.vf.str().c_str(), e);
-        write_file_atomic(state_path(), json_dump(st.get(), true) + "\n", 0600);
-        return c.a;
+    for (const auto& a : all) {
+        if (st.count(a.vf.str())) continue;
+        st[a.vf.str()] = {r.job, a.pf, a.index};
+        save_state(state_path(), st);
+        return a;
     }
     std::set<std::string> jobs;
-    const char* k;
-    json_t* v;
-    json_object_foreach(st.get(), k, v) jobs.insert(json_get_string(v, "job").value_or("?"));
-    std::string held;
+    for (const auto& [vf, e] : st) jobs.insert(e.job);
+    std::string held, pfs;
     for (const auto& j : jobs) held += (held.empty() ? "" : ", ") + j;
-    SVM_THROW("VF pool exhausted: all " + std::to_string(candidates.size()) + " VFs of " +
-              [&] {
-                  std::string s;
-                  for (const auto& p : cfg_.vf_providers) s += (s.empty() ? "" : ", ") + p.pci.str();
-                  return s;
-              }() +
-              " are held (by jobs " + held + "); job " + r.job + " gets none (state: " + state_path() + ")");
+    for (const auto& p : cfg_.vf_providers) pfs += (pfs.empty() ? "" : ", ") + p.pci.str();
+    SVM_THROW("VF pool exhausted: all " + std::to_string(all.size()) + " VFs of " + pfs + " are held (by jobs " + held +
+              "); job " + r.job + " gets none (state: " + state_path() + ")");
 }
 
 void VfPool::release(const VfReservationRecord& r) {
     mkdir_p(cfg_.vf_state_dir, 0700);
     FileLock lock(lock_path());
-    Json st = load_state(state_path());
-    std::vector<std::string> drop;
-    const char* k;
-    json_t* v;
-    json_object_foreach(st.get(), k, v) {
-        if (json_get_string(v, "job").value_or("") == r.job) drop.emplace_back(k);
-    }
-    if (drop.empty()) return;
-    for (const auto& d : drop) json_object_del(st.get(), d.c_str());
-    write_file_atomic(state_path(), json_dump(st.get(), true) + "\n", 0600);
+    PoolState st = load_state(state_path());
+    size_t before = st.size();
+    for (auto it = st.begin(); it != st.end();) it = it->second.job == r.job ? st.erase(it) : std::next(it);
+    if (st.size() != before) save_state(state_path(), st);
 }
 
 VfConfigRecord VfPool::prepare_config(const VfAssignment& a) const {

@@ -33,21 +33,36 @@ struct VfAssignment {
     Json to_json() const;
 };
 
+// The ledger record "vf_reservation": the job that holds a VF of the pool.
 struct VfReservationRecord {
-    static constexpr const char* kKind = "vf_reservation";
+    static constexpr const char* kind = "vf_reservation";
     std::string job;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("job", t.job);
+    }
     Json to_json() const;
     static VfReservationRecord from_json(const json_t* j);
 };
 
+// The ledger record "vf_config": a VF's identity as set, and as it was.
 struct VfConfigRecord {
-    static constexpr const char* kKind = "vf_config";
+    static constexpr const char* kind = "vf_config";
     PciAddress pf;
     int index = 0;
     PciAddress vf;
     std::string link_layer;
     // sriov/<index>/<attr> -> value; previous: "" when the file did not exist.
     std::map<std::string, std::string> set, previous;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("pf", t.pf);
+        v("index", t.index);
+        v("vf", t.vf);
+        v("link_layer", t.link_layer);
+        v("set", t.set);
+        v("previous", t.previous);
+    }
     Json to_json() const;
     static VfConfigRecord from_json(const json_t* j);
 };
@@ -76,6 +91,7 @@ public:
     void undo_config(const VfConfigRecord& r);
 
 private:
+    std::vector<VfAssignment> candidates(const std::string& job, std::optional<int> numa_node) const;
     std::string lock_path() const;
     std::string state_path() const;
     std::string link_layer_of(const VfProviderConfig& p) const;

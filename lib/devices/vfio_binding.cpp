@@ -5,32 +5,13 @@
 #include <thread>
 
 #include "fs.hpp"
+#include "ledger.hpp"
 #include "pci_device.hpp"
 
 namespace svm {
 
-Json BindRecord::to_json() const {
-    Json j(json_object());
-    json_object_set_new(j.get(), "device", json_string(device.str().c_str()));
-    json_object_set_new(j.get(), "original_driver", json_string(original_driver.c_str()));
-    json_object_set_new(j.get(), "original_override", json_string(original_override.c_str()));
-    json_object_set_new(j.get(), "target_driver", json_string(target_driver.c_str()));
-    json_object_set_new(j.get(), "iommu_group", json_integer(iommu_group));
-    return j;
-}
-
-BindRecord BindRecord::from_json(const json_t* j) {
-    if (!json_is_object(j)) SVM_THROW("vfio_bind record: not a JSON object");
-    BindRecord r;
-    auto dev = json_get_string(j, "device");
-    if (!dev) SVM_THROW("vfio_bind record: \"device\" missing");
-    r.device = PciAddress::parse(*dev);
-    r.original_driver = json_get_string(j, "original_driver").value_or("");
-    r.original_override = json_get_string(j, "original_override").value_or("");
-    r.target_driver = json_get_string(j, "target_driver").value_or("vfio-pci");
-    r.iommu_group = static_cast<int>(json_get_int(j, "iommu_group").value_or(-1));
-    return r;
-}
+Json BindRecord::to_json() const { return json_of(*this); }
+BindRecord BindRecord::from_json(const json_t* j) { return read_record<BindRecord>(j); }
 
 VfioBinder::VfioBinder(const SysfsRoot& root, SysfsWriter& writer, BindOptions opts)
     : root_(root), writer_(writer), opts_(opts) {}

@@ -13,16 +13,25 @@
 
 namespace svm {
 
+// The ledger record "vfio_bind": one function's driver before the job.
 struct BindRecord {
-    static constexpr const char* kKind = "vfio_bind";
+    static constexpr const char* kind = "vfio_bind";
     PciAddress device;
     std::string original_driver;    // "" = was unbound
     std::string original_override;  // "" = none
     std::string target_driver = "vfio-pci";
     int iommu_group = -1;  // -1 = unknown
 
-    Json to_json() const;  // {"device","original_driver","original_override","target_driver","iommu_group"}
-    static BindRecord from_json(const json_t* j);
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("device", t.device);
+        v("original_driver", t.original_driver);
+        v("original_override", t.original_override);
+        v("target_driver", t.target_driver);
+        v("iommu_group", t.iommu_group);
+    }
+    Json to_json() const;
+    static BindRecord from_json(const json_t* j);  // strict (read_record); throws svm::Error
 };
 
 struct BindOptions {

@@ -525,19 +525,15 @@ bool doctor_failed(const std::vector<CheckResult>& results) {
 }
 
 Json doctor_to_json(const std::vector<CheckResult>& results) {
-    Json j(json_object());
-    json_t* arr = json_array();
-    for (const auto& r : results) {
-        json_t* o = json_object();
-        json_object_set_new(o, "name", json_string(r.name.c_str()));
-        json_object_set_new(o, "status", json_string(check_status_str(r.status)));
-        json_object_set_new(o, "message", json_string(r.message.c_str()));
-        json_object_set_new(o, "fix", r.fix.empty() ? json_null() : json_string(r.fix.c_str()));
-        json_array_append_new(arr, o);
-    }
-    json_object_set_new(j.get(), "checks", arr);
-    json_object_set_new(j.get(), "ok", json_boolean(!doctor_failed(results)));
-    return j;
+    JsonOut j;
+    j.objects("checks", results, [](JsonOut& o, const CheckResult& r) {
+        o("name", r.name);
+        o("status", check_status_str(r.status));
+        o("message", r.message);
+        o.nullable("fix", r.fix);
+    });
+    j("ok", !doctor_failed(results));
+    return j.take();
 }
 
 std::string format_doctor(const std::vector<CheckResult>& results) {

@@ -18,24 +18,6 @@ namespace svm {
 
 namespace {
 
-// Reads a record strictly (JSON_STRICT: every key of the record is named in
-// fmt). Each record also carries the ledger's own "recorded_at", the last
-// pair of every format below.
-template <class... Out>
-void unpack(const json_t* d, const char* kind, const char* fmt, Out... out) {
-    json_error_t err;
-    if (json_unpack_ex(const_cast<json_t*>(d), &err, JSON_STRICT, fmt, out...) != 0)
-        SVM_THROW(std::string("ledger record \"") + kind + "\": " + err.text);
-}
-
-Json object(std::initializer_list<std::pair<const char*, json_t*>> fields) {
-    Json d(json_object());
-    for (const auto& [k, v] : fields) json_object_set_new(d.get(), k, v);
-    return d;
-}
-
-json_t* str(const std::string& s) { return json_string(s.c_str()); }
-
 // Paths a record may name for removal: a job's own directory, never more.
 void require_job_path(const std::string& path, const char* kind) {
     if (path.empty() || path.find("/job_") == std::string::npos)
@@ -44,50 +26,34 @@ void require_job_path(const std::string& path, const char* kind) {
 
 }  // namespace
 
-Json JobDirChange::to_json() const { return object({{"path", str(path)}}); }
-JobDirChange JobDirChange::from_json(const json_t* d) {
-    const char* path = nullptr;
-    json_int_t at = 0;
-    unpack(d, kind, "{s:s, s?I}", "path", &path, "recorded_at", &at);
-    return {path};
-}
+Json JobDirChange::to_json() const { return json_of(*this); }
+JobDirChange JobDirChange::from_json(const json_t* d) { return read_record<JobDirChange>(d); }
 void JobDirChange::undo(const UndoScope& s) const {
     require_job_path(path, kind);
     stop_recorded_process(path_join(path, "keeper.pid"), keeper_mark(s.job_id), 5000);
     remove_tree(path);
 }
 
-Json DevAclChange::to_json() const {
-    return object({{"path", str(path)}, {"gid", json_integer(static_cast<json_int_t>(gid))}});
-}
+Json DevAclChange::to_json() const { return json_of(*this); }
 DevAclChange DevAclChange::from_json(const json_t* d) {
-    const char* path = nullptr;
-    json_int_t gid = 0, at = 0;
-    unpack(d, kind, "{s:s, s:I, s?I}", "path", &path, "gid", &gid, "recorded_at", &at);
-    if (!*path || gid <= 0) SVM_THROW("dev_acl record without path or gid");
-    return {path, static_cast<gid_t>(gid)};
+    auto c = read_record<DevAclChange>(d);
+    if (c.path.empty() || c.gid == 0) SVM_THROW("dev_acl record without path or gid");
+    return c;
 }
 void DevAclChange::undo(const UndoScope&) const { revoke_group(path, gid); }
 
-Json OverlayDirChange::to_json() const { return object({{"path", str(path)}}); }
-OverlayDirChange OverlayDirChange::from_json(const json_t* d) {
-    const char* path = nullptr;
-    json_int_t at = 0;
-    unpack(d, kind, "{s:s, s?I}", "path", &path, "recorded_at", &at);
-    return {path};
-}
+Json OverlayDirChange::to_json() const { return json_of(*this); }
+OverlayDirChange OverlayDirChange::from_json(const json_t* d) { return read_record<OverlayDirChange>(d); }
 void OverlayDirChange::undo(const UndoScope&) const {
     require_job_path(path, kind);
     remove_tree(path);
 }
 
-Json JobCgroupsChange::to_json() const { return object({{"root", str(root)}}); }
+Json JobCgroupsChange::to_json() const { return json_of(*this); }
 JobCgroupsChange JobCgroupsChange::from_json(const json_t* d) {
-    const char* root = nullptr;
-    json_int_t at = 0;
-    unpack(d, kind, "{s:s, s?I}", "root", &root, "recorded_at", &at);
-    if (*root != '/') SVM_THROW("job_cgroups record without an absolute root");
-    return {root};
+    auto c = read_record<JobCgroupsChange>(d);
+    if (c.root.empty() || c.root[0] != '/') SVM_THROW("job_cgroups record without an absolute root");
+    return c;
 }
 // The last undo of a job: what the earlier undos ended (the guest, the
 // keeper, QEMU) may still be leaving these cgroups, so removal waits for
@@ -96,21 +62,8 @@ void JobCgroupsChange::undo(const UndoScope& s) const {
     remove_job_cgroups(s.job_id, root, s.cfg.node_name, std::chrono::seconds(5));
 }
 
-Json DomainChange::to_json() const {
-    Json d = object({{"embed_root", str(embed_root)}, {"name", str(name)}, {"keeper_pid_file", str(keeper_pid_file)}});
-    if (!job_dir.empty()) {
-        json_object_set_new(d.get(), "job_dir", str(job_dir));
-        json_object_set_new(d.get(), "share_servers", json_integer(static_cast<json_int_t>(share_servers)));
-    }
-    return d;
-}
-DomainChange DomainChange::from_json(const json_t* d) {
-    const char *root = nullptr, *name = nullptr, *pid = nullptr, *dir = "";
-    json_int_t servers = 0, at = 0;
-    unpack(d, kind, "{s:s, s:s, s:s, s?s, s?I, s?I}", "embed_root", &root, "name", &name, "keeper_pid_file", &pid,
-           "job_dir", &dir, "share_servers", &servers, "recorded_at", &at);
-    return {root, name, pid, dir, servers};
-}
+Json DomainChange::to_json() const { return json_of(*this); }
+DomainChange DomainChange::from_json(const json_t* d) { return read_record<DomainChange>(d); }
 void DomainChange::undo(const UndoScope& s) const {
     // The keeper holds the embedded driver; it must be gone before we open it.
     if (!keeper_pid_file.empty()) stop_recorded_process(keeper_pid_file, keeper_mark(s.job_id), 8000);
@@ -123,16 +76,8 @@ void DomainChange::undo(const UndoScope& s) const {
                               virtiofsd_mark(s.job_id, static_cast<size_t>(i)), 0);
 }
 
-Json JobNetChange::to_json() const {
-    return object({{"netns", str(netns)}, {"underlay_netns", str(underlay_netns)}, {"vxlan", str(vxlan)}});
-}
-JobNetChange JobNetChange::from_json(const json_t* d) {
-    const char *ns = nullptr, *under = nullptr, *vxlan = nullptr;
-    json_int_t at = 0;
-    unpack(d, kind, "{s:s, s:s, s:s, s?I}", "netns", &ns, "underlay_netns", &under, "vxlan", &vxlan, "recorded_at",
-           &at);
-    return {ns, under, vxlan};
-}
+Json JobNetChange::to_json() const { return json_of(*this); }
+JobNetChange JobNetChange::from_json(const json_t* d) { return read_record<JobNetChange>(d); }
 void JobNetChange::undo(const UndoScope&) const { remove_segment(netns, underlay_netns, vxlan); }
 
 namespace {
@@ -140,55 +85,91 @@ namespace {
 // Records of ledgers written before the per-job segment (a node upgraded
 // while such jobs ran), undone only: the address lease, and the shared
 // bridge's filter once no lease of the job is left on the host.
-void undo_ip_lease(const json_t* d) {
-    const char *file = nullptr, *owner = nullptr;
-    json_int_t at = 0;
-    unpack(d, "ip_lease", "{s:s, s:s, s?I}", "file", &file, "owner", &owner, "recorded_at", &at);
-    std::string holder;
-    if (*file && read_file_if_exists(file, holder) && trim(holder) == owner) remove_tree(file);
-}
-
-void undo_net_filter(const json_t* d) {
-    const char *dir = nullptr, *ns = nullptr, *table = nullptr;
-    json_int_t job = 0, at = 0;
-    unpack(d, "net_filter", "{s:s, s:s, s:s, s:I, s?I}", "lease_dir", &dir, "netns", &ns, "table", &table, "job", &job,
-           "recorded_at", &at);
-    std::string owner = "job " + std::to_string(job) + " on ";
-    for (const auto& f : list_dir(dir)) {
-        std::string holder;
-        if (read_file_if_exists(path_join(dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
+struct IpLeaseRecord {
+    static constexpr const char* kind = "ip_lease";
+    std::string file, owner;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("file", t.file);
+        v("owner", t.owner);
     }
-    if (std::string(table).rfind("svm_job_", 0) != 0) SVM_THROW(std::string("not a job filter table: ") + table);
-    std::vector<std::string> argv = {"nft", "delete", "table", "bridge", table};
-    if (*ns) argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
-    run(argv);  // gone already: fine
+    void undo(const UndoScope&) const {
+        std::string holder;
+        if (!file.empty() && read_file_if_exists(file, holder) && trim(holder) == owner) remove_tree(file);
+    }
+};
+
+struct NetFilterRecord {
+    static constexpr const char* kind = "net_filter";
+    std::string lease_dir, netns, table;
+    int64_t job = 0;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("lease_dir", t.lease_dir);
+        v("netns", t.netns);
+        v("table", t.table);
+        v("job", t.job);
+    }
+    void undo(const UndoScope&) const {
+        std::string owner = "job " + std::to_string(job) + " on ";
+        for (const auto& f : list_dir(lease_dir)) {
+            std::string holder;
+            if (read_file_if_exists(path_join(lease_dir, f), holder) && trim(holder).rfind(owner, 0) == 0) return;
+        }
+        if (table.rfind("svm_job_", 0) != 0) SVM_THROW("not a job filter table: " + table);
+        std::vector<std::string> argv = {"nft", "delete", "table", "bridge", table};
+        if (!netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns});
+        run(argv);  // gone already: fine
+    }
+};
+
+template <class Change>
+void undo_typed(const UndoScope& s, const json_t* d) {
+    Change::from_json(d).undo(s);
 }
 
 template <class Change>
-bool undo_as(const UndoScope& s, const LedgerEntry& e) {
-    if (e.kind != Change::kind) return false;
-    Change::from_json(e.data.get()).undo(s);
-    return true;
+void undo_read(const UndoScope& s, const json_t* d) {
+    read_record<Change>(d).undo(s);
 }
 
-void undo_device(const UndoScope& s, const LedgerEntry& e) {
-    if (!s.cfg.devices) SVM_THROW("a " + e.kind + " record on a node without devices in its configuration");
+// The device layer's records, undone with the node's device configuration.
+template <class Record>
+void undo_device(const UndoScope& s, const json_t* d) {
+    if (!s.cfg.devices)
+        SVM_THROW(std::string("a ") + Record::kind + " record on a node without devices in its configuration");
+    Record r = Record::from_json(d);
     DeviceConfig dc = parse_device_config(s.cfg.devices.get());
     SysfsRoot root(s.cfg.sysfs_root);
     auto w = device_writer(root, dc);
-    undo_device_step(root, *w, dc, e.kind, e.data.get());
+    undo_device_step(root, *w, dc, r);
 }
+
+using UndoFn = void (*)(const UndoScope&, const json_t*);
+struct UndoKind {
+    const char* kind;
+    UndoFn undo;
+};
+// Every kind of record this release undoes, those of earlier releases' ledgers included.
+const UndoKind kUndo[] = {
+    {JobDirChange::kind, undo_typed<JobDirChange>},
+    {DevAclChange::kind, undo_typed<DevAclChange>},
+    {OverlayDirChange::kind, undo_typed<OverlayDirChange>},
+    {JobCgroupsChange::kind, undo_typed<JobCgroupsChange>},
+    {DomainChange::kind, undo_typed<DomainChange>},
+    {JobNetChange::kind, undo_typed<JobNetChange>},
+    {BindRecord::kind, undo_device<BindRecord>},
+    {VfReservationRecord::kind, undo_device<VfReservationRecord>},
+    {VfConfigRecord::kind, undo_device<VfConfigRecord>},
+    {IpLeaseRecord::kind, undo_read<IpLeaseRecord>},
+    {NetFilterRecord::kind, undo_read<NetFilterRecord>},
+};
 
 }  // namespace
 
 void undo_change(const UndoScope& s, const LedgerEntry& e) {
-    if (undo_as<JobDirChange>(s, e) || undo_as<DevAclChange>(s, e) || undo_as<OverlayDirChange>(s, e) ||
-        undo_as<JobCgroupsChange>(s, e) || undo_as<DomainChange>(s, e) || undo_as<JobNetChange>(s, e))
-        return;
-    if (e.kind == BindRecord::kKind || e.kind == VfReservationRecord::kKind || e.kind == VfConfigRecord::kKind)
-        return undo_device(s, e);
-    if (e.kind == "ip_lease") return undo_ip_lease(e.data.get());
-    if (e.kind == "net_filter") return undo_net_filter(e.data.get());
+    for (const auto& k : kUndo)
+        if (e.kind == k.kind) return k.undo(s, e.data.get());
     SVM_THROW("no undo for ledger record \"" + e.kind + "\" (written by a newer release?)");
 }
 

@@ -6,11 +6,13 @@
 // describe a change that was never made (a crash right after recording) or
 // one undone already.
 //
-// Records are read strictly: a key this release does not know (a record
-// written by a newer one) fails the undo, and the node drains, rather than
+// Records are read strictly (read_record, lib/base/ledger.hpp): a key this
+// release does not know (a record written by a newer one) or one missing
+// fails the undo with a sentence naming it, and the node drains, rather than
 // undoing half of it. The device layer's own records (vfio_bind,
-// vf_reservation, vf_config: lib/devices/device_steps.hpp) go through the
-// same ledger and are undone by that layer.
+// vf_reservation, vf_config: lib/devices/vfio_binding.hpp, vf_pool.hpp) are
+// typed the same way, recorded by prepare_devices through the same ledger,
+// and undone from the same table (undo_change) by that layer.
 #pragma once
 #include <sys/types.h>
 
@@ -35,6 +37,10 @@ struct UndoScope {
 struct JobDirChange {
     static constexpr const char* kind = "job_dir";
     std::string path;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("path", t.path);
+    }
     Json to_json() const;
     static JobDirChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;
@@ -45,6 +51,11 @@ struct DevAclChange {
     static constexpr const char* kind = "dev_acl";
     std::string path;
     gid_t gid = 0;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("path", t.path);
+        v("gid", t.gid);
+    }
     Json to_json() const;
     static DevAclChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;
@@ -54,6 +65,10 @@ struct DevAclChange {
 struct OverlayDirChange {
     static constexpr const char* kind = "overlay_dir";
     std::string path;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("path", t.path);
+    }
     Json to_json() const;
     static OverlayDirChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;
@@ -67,6 +82,10 @@ struct OverlayDirChange {
 struct JobCgroupsChange {
     static constexpr const char* kind = "job_cgroups";
     std::string root;  // the cgroup file system, /sys/fs/cgroup
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("root", t.root);
+    }
     Json to_json() const;
     static JobCgroupsChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;
@@ -79,6 +98,14 @@ struct DomainChange {
     std::string embed_root, name, keeper_pid_file;
     std::string job_dir;  // set when the guest has share servers
     int64_t share_servers = 0;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("embed_root", t.embed_root);
+        v("name", t.name);
+        v("keeper_pid_file", t.keeper_pid_file);
+        v.optional("job_dir", t.job_dir);
+        v.optional("share_servers", t.share_servers);
+    }
     Json to_json() const;
     static DomainChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;
@@ -89,6 +116,12 @@ struct DomainChange {
 struct JobNetChange {
     static constexpr const char* kind = "job_net";
     std::string netns, underlay_netns, vxlan;
+    template <class V, class T>
+    static void fields(V& v, T& t) {
+        v("netns", t.netns);
+        v("underlay_netns", t.underlay_netns);
+        v("vxlan", t.vxlan);
+    }
     Json to_json() const;
     static JobNetChange from_json(const json_t* d);
     void undo(const UndoScope& s) const;

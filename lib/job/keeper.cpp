@@ -301,27 +301,29 @@ void relay_ssh(int listen_fd, const std::string& ip, uint16_t port, size_t max_c
 
 std::string vm_record(const JobPlan& p, long create_ms, long ready_ms, int vcpus, int64_t memory_mib,
                       int64_t hugepage_kib) {
-    Json r(json_object());
-    json_object_set_new(r.get(), "image", json_string(p.image.c_str()));
-    if (!p.image_source.empty()) json_object_set_new(r.get(), "source", json_string(p.image_source.c_str()));
-    json_object_set_new(r.get(), "format", json_string(p.image_format.c_str()));
-    if (!p.image_digest.empty()) json_object_set_new(r.get(), "digest", json_string(p.image_digest.c_str()));
-    json_object_set_new(r.get(), "boot", json_string(p.kernel.empty() ? "bootloader" : "kernel"));
-    json_object_set_new(r.get(), "create_ms", json_integer(create_ms));
-    json_object_set_new(r.get(), "ready_ms", json_integer(ready_ms));
-    json_object_set_new(r.get(), "vcpus", json_integer(vcpus));
-    json_object_set_new(r.get(), "memory_mib", json_integer(memory_mib));
-    json_object_set_new(r.get(), "guest", json_string(p.hostname.c_str()));
-    if (!p.ip.empty()) json_object_set_new(r.get(), "ip", json_string(p.ip.c_str()));
-    if (!p.fabric_ip.empty()) json_object_set_new(r.get(), "fabric_ip", json_string(p.fabric_ip.c_str()));
-    if (hugepage_kib > 0) json_object_set_new(r.get(), "hugepage_kib", json_integer(hugepage_kib));
-    if (!p.vf_link_layer.empty()) json_object_set_new(r.get(), "irq_profile", json_string(p.irq_profile.c_str()));
-    if (!p.placement.empty()) json_object_set_new(r.get(), "placement", json_string(p.placement.c_str()));
+    JsonOut r;
+    r("image", p.image);
+    r.optional("source", p.image_source);
+    r("format", p.image_format);
+    r.optional("digest", p.image_digest);
+    r("boot", p.kernel.empty() ? "bootloader" : "kernel");
+    r("create_ms", create_ms);
+    r("ready_ms", ready_ms);
+    r("vcpus", vcpus);
+    r("memory_mib", memory_mib);
+    r("guest", p.hostname);
+    r.optional("ip", p.ip);
+    r.optional("fabric_ip", p.fabric_ip);
+    if (hugepage_kib > 0) r("hugepage_kib", hugepage_kib);
+    if (!p.vf_link_layer.empty()) r("irq_profile", p.irq_profile);
+    r.optional("placement", p.placement);
     if (!p.devices_json.empty()) {
-        json_error_t e;
-        if (json_t* d = json_loads(p.devices_json.c_str(), 0, &e)) json_object_set_new(r.get(), "devices", d);
+        try {
+            r("devices", json_parse(p.devices_json, "devices"));
+        } catch (const Error&) {
+        }
     }
-    return json_dump(r.get());
+    return json_dump(r.take().get());
 }
 
 DomainSpec guest_domain(const JobPlan& p, const std::vector<int>& cpus, std::optional<int64_t> mem_limit_bytes) {
@@ -899,16 +901,15 @@ Keeper::Failure Keeper::wait_until_ready(bool& ready) {
 // if the guest did not say it was set up (publish_record).
 void Keeper::note_ready() {
     long t_ready = now_ms();
-    Json timing(json_object());
-    json_object_set_new(timing.get(), "create_ms", json_integer(t_created_ - t0_));
-    json_object_set_new(timing.get(), "ready_ms", json_integer(t_ready - t0_));
-    json_object_set_new(timing.get(), "memory_mib", json_integer(spec_.memory_mib));
-    json_object_set_new(timing.get(), "vcpus", json_integer(static_cast<json_int_t>(cpus_.size())));
-    json_object_set_new(timing.get(), "memory_backing", json_string(backing_.c_str()));
-    json_object_set_new(timing.get(), "caps_probed", json_boolean(caps_probed_));
-    if (p_.irq_profile != "default" && !p_.vf_link_layer.empty())
-        json_object_set_new(timing.get(), "irq_profile", json_string(p_.irq_profile.c_str()));
-    replace_file(path_join(p_.dir, "guest.json"), json_dump(timing.get()) + "\n", 0644);
+    JsonOut timing;
+    timing("create_ms", t_created_ - t0_);
+    timing("ready_ms", t_ready - t0_);
+    timing("memory_mib", spec_.memory_mib);
+    timing("vcpus", cpus_.size());
+    timing("memory_backing", backing_);
+    timing("caps_probed", caps_probed_);
+    if (p_.irq_profile != "default" && !p_.vf_link_layer.empty()) timing("irq_profile", p_.irq_profile);
+    replace_file(path_join(p_.dir, "guest.json"), json_dump(timing.take().get()) + "\n", 0644);
     write_guest_state(p_, {GuestState::Phase::ready, ""});
     log::info("guest ready in " + std::to_string(t_ready - t0_) + " ms");
     publish_record(t_ready);
@@ -936,8 +937,7 @@ void Keeper::publish_record(long t_set_up) {
         // (whole: a write without the relay replaces the node's entry).
         std::string d = later ? later->wait(kDigestTimeoutMs + 10000) : "";
         if (d.empty() || *cancelled) return;
-        json_error_t err;
-        Json whole(json_loads(rec.c_str(), 0, &err));
+        Json whole(json_loads(rec.c_str(), 0, nullptr));  // vm_record's, so valid; never throws here
         if (!whole) return;
         json_object_set_new(whole.get(), "digest", json_string(d.c_str()));
         cb(p, json_dump(whole.get()), *cancelled);

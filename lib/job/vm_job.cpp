@@ -640,15 +640,13 @@ void prepare_guest_devices(Preparation& s) {
     o.job = std::to_string(s.req.job_id);
     o.want_vf = !dc.vf_providers.empty();
     o.hostname = s.req.node;
-    PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, [&](const std::string& kind, const json_t* d) {
-        s.ledger.record(kind, Json(json_deep_copy(d)));
-    });
+    PreparedDevices pd = prepare_devices(root, *w, dc, plan, o, s.ledger);
     plan_devices_of_guest(s.p, plan, pd);
     for (int g : vfio_groups_of(root, pd.hostdevs)) grant_device(s.ledger, root.dev_vfio(g), s.qgid);
-    Json acct(json_object());
-    json_object_set_new(acct.get(), "plan", plan.to_json().release());
-    if (pd.vf) json_object_set_new(acct.get(), "vf", pd.vf->to_json().release());
-    s.p.devices_json = json_dump(acct.get());
+    JsonOut acct;
+    acct("plan", plan.to_json());
+    if (pd.vf) acct("vf", pd.vf->to_json());
+    s.p.devices_json = json_dump(acct.take().get());
 }
 
 // The job's traffic over IPoIB needs this guest's InfiniBand VF. Hugepages:

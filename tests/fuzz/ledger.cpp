@@ -41,9 +41,9 @@ void read_record(const svm::LedgerEntry& e) {
     if (e.kind == svm::JobCgroupsChange::kind) reread<svm::JobCgroupsChange>(d);
     if (e.kind == svm::DomainChange::kind) reread<svm::DomainChange>(d);
     if (e.kind == svm::JobNetChange::kind) reread<svm::JobNetChange>(d);
-    if (e.kind == svm::BindRecord::kKind) reread<svm::BindRecord>(d);
-    if (e.kind == svm::VfReservationRecord::kKind) reread<svm::VfReservationRecord>(d);
-    if (e.kind == svm::VfConfigRecord::kKind) reread<svm::VfConfigRecord>(d);
+    if (e.kind == svm::BindRecord::kind) reread<svm::BindRecord>(d);
+    if (e.kind == svm::VfReservationRecord::kind) reread<svm::VfReservationRecord>(d);
+    if (e.kind == svm::VfConfigRecord::kind) reread<svm::VfConfigRecord>(d);
 }
 
 }  // namespace

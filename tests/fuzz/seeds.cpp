@@ -101,8 +101,8 @@ void ledgers() {
         b.device = PciAddress::parse("0000:3b:00.0");
         b.original_driver = "nvidia";
         b.iommu_group = 12;
-        l.record(BindRecord::kKind, b.to_json());
-        l.record(VfReservationRecord::kKind, VfReservationRecord{"4242"}.to_json());
+        l.record(BindRecord::kind, b.to_json());
+        l.record(VfReservationRecord::kind, VfReservationRecord{"4242"}.to_json());
         VfConfigRecord v;
         v.pf = PciAddress::parse("0000:5e:00.0");
         v.vf = PciAddress::parse("0000:5e:00.3");
@@ -110,7 +110,7 @@ void ledgers() {
         v.link_layer = "infiniband";
         v.set = {{"node", "02:00:00:00:12:34:00:00"}, {"port", "02:00:00:00:12:34:00:01"}};
         v.previous = {{"node", "00:00:00:00:00:00:00:00"}, {"port", ""}};
-        l.record(VfConfigRecord::kKind, v.to_json());
+        l.record(VfConfigRecord::kind, v.to_json());
         l.record(DomainChange{"/run/slurm-vm/job_4242/libvirt", "slurm-vm-4242-node2",
                               "/run/slurm-vm/job_4242/keeper.pid", "/run/slurm-vm/job_4242", 2});
     }

@@ -1,7 +1,7 @@
 // svm-lab-driver: runs the device layer inside the lab node (tests/lab/) against
 // a real kernel, the way the prolog and epilog do: plan_devices(),
 // prepare_devices() with every step recorded in a real ledger file before it
-// is taken, undo_device_step() in reverse order on failure and at the end.
+// is taken, undo_device_entry() in reverse order on failure and at the end.
 //
 //   plan     --config F --gres FILE...            print the plan, or the refusal (exit 1)
 //   prepare  --config F --ledger L --job N --gres FILE... [--no-vf] [--fail-write K]
@@ -152,14 +152,15 @@ void print_message(const char* key, const std::string& msg, const char* count_ke
 
 // The epilog's walk: every device step in reverse order; returns the errors.
 std::vector<std::string> undo_ledger(Ledger& ledger, const SysfsRoot& root, SysfsWriter& w, const DeviceConfig& cfg) {
-    return undo_all(ledger, [&](const LedgerEntry& e) { undo_device_step(root, w, cfg, e.kind, e.data.get()); });
+    return undo_all(ledger, [&](const LedgerEntry& e) { undo_device_entry(root, w, cfg, e); });
 }
 
-DeviceRecordFn recorder(Ledger& ledger) {
-    return [&ledger](const std::string& kind, const json_t* data) {
-        ledger.record(kind, Json(json_deep_copy(data)));
-        std::fprintf(stderr, "ledger: recorded %s (%zu entries)\n", kind.c_str(), ledger.entries().size());
-    };
+// Each record, once durable, said on stderr.
+Ledger& announced(Ledger& ledger) {
+    Ledger::set_record_hook_for_tests([&ledger](const LedgerEntry& e) {
+        std::fprintf(stderr, "ledger: recorded %s (%zu entries)\n", e.kind.c_str(), ledger.entries().size());
+    });
+    return ledger;
 }
 
 int rollback(Ledger& ledger, const SysfsRoot& root, SysfsWriter& w, const DeviceConfig& cfg, const Error& e) {
@@ -194,7 +195,7 @@ int cmd_prepare(const Opts& o) {
         so.job = std::to_string(o.job);
         so.want_vf = o.want_vf;
         so.hostname = "lab";
-        PreparedDevices p = prepare_devices(root, w, cfg, plan, so, recorder(ledger));
+        PreparedDevices p = prepare_devices(root, w, cfg, plan, so, announced(ledger));
         Json out(json_object());
         json_object_set_new(out.get(), "plan", plan.to_json().release());
         json_t* hd = json_array();
@@ -216,16 +217,16 @@ int cmd_vf_take(const Opts& o) {
     DeviceConfig cfg = load_device_config(o.config);
     LabWriter w(o.fail_write);
     Ledger ledger = Ledger::load(o.ledger, o.job);
-    auto record = recorder(ledger);
+    announced(ledger);
     try {
         VfPool pool(root, w, cfg, "lab");
         VfReservationRecord res{std::to_string(o.job)};
-        record(VfReservationRecord::kKind, res.to_json().get());
+        ledger.record(res);
         VfAssignment vf = pool.reserve(res, o.numa);
         VfioBinder binder(root, w);
         if (!binder.already_bound(vf.vf)) {
             BindRecord br = binder.prepare(vf.vf);
-            record(BindRecord::kKind, br.to_json().get());
+            ledger.record(br);
             binder.bind(br);
             if (br.iommu_group >= 0) binder.verify_group_ready(br.iommu_group);
         }

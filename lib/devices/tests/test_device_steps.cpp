@@ -18,20 +18,23 @@ using namespace svm::test;
 
 namespace {
 
-// The ledger, as far as these tests need one: records kept in order.
+// A real ledger file in a directory of its own.
 struct MiniLedger {
-    std::vector<std::pair<std::string, Json>> entries;
-    DeviceRecordFn fn() {
-        return [this](const std::string& kind, const json_t* data) {
-            entries.emplace_back(kind, Json(json_deep_copy(data)));
-        };
-    }
-    // Undo in reverse order, every entry tried; through JSON text like a real ledger.
+    TempDir dir{"svm-device-ledger"};
+    Ledger ledger = Ledger::load(path_join(dir.path(), "job_1.json"), 1);
+    Ledger& fn() { return ledger; }
+    const std::vector<LedgerEntry>& entries() const { return ledger.entries(); }
+    // Undo in reverse order, every entry tried; read back from the file, as the epilog does.
     void undo(const SysfsRoot& root, SysfsWriter& w, const DeviceConfig& cfg) {
-        for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-            Json again = json_parse(json_dump(it->second.get()), "ledger");
-            undo_device_step(root, w, cfg, it->first, again.get());
-        }
+        Ledger again = Ledger::load(ledger.path(), 1);
+        for (auto it = again.entries().rbegin(); it != again.entries().rend(); ++it)
+            undo_device_entry(root, w, cfg, *it);
+    }
+    // Entry i's record as written, without the ledger's time stamp.
+    std::string record(size_t i) const {
+        Json d(json_deep_copy(entries().at(i).data.get()));
+        json_object_del(d.get(), "recorded_at");
+        return json_dump(d.get());
     }
 };
 
@@ -192,14 +195,12 @@ TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone 
     MiniLedger ledger;
     // Each record must be in the ledger before its write: count writes at record time.
     std::vector<int> writes_at_record;
-    auto rec = [&](const std::string& kind, const json_t* data) {
-        writes_at_record.push_back(k.writes());
-        ledger.fn()(kind, data);
-    };
-    PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "42"}, rec);
-    REQUIRE(ledger.entries.size() == 5);
+    Ledger::set_record_hook_for_tests([&](const LedgerEntry&) { writes_at_record.push_back(k.writes()); });
+    PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "42"}, ledger.fn());
+    Ledger::set_record_hook_for_tests(nullptr);
+    REQUIRE(ledger.entries().size() == 5);
     std::vector<std::string> kinds;
-    for (auto& e : ledger.entries) kinds.push_back(e.first);
+    for (auto& e : ledger.entries()) kinds.push_back(e.kind);
     CHECK(kinds == std::vector<std::string>{"vfio_bind", "vfio_bind", "vf_reservation", "vf_config", "vfio_bind"});
     CHECK(writes_at_record == std::vector<int>{0, 3, 6, 6, 9});
     REQUIRE(p.vf);
@@ -216,11 +217,11 @@ TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone 
     CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/port"))) ==
           "02:c9:fa:ce:01:02:00:01");
     CHECK(trim(read_file(root.pci_attr(PciAddress::parse("0000:2b:00.0"), "sriov/0/policy"))) == "Follow");
-    CHECK(json_dump(ledger.entries[3].second.get()) ==
+    CHECK(ledger.record(3) ==
           R"({"index":0,"link_layer":"infiniband","pf":"0000:2b:00.0","previous":{"node":"00:00:00:00:00:00:00:00",)"
           R"("policy":"Down","port":"00:00:00:00:00:00:00:00"},"set":{"node":"02:c9:fa:ce:01:02:00:00",)"
           R"("policy":"Follow","port":"02:c9:fa:ce:01:02:00:01"},"vf":"0000:2b:00.1"})");
-    CHECK(json_dump(ledger.entries[2].second.get()) == R"({"job":"42"})");
+    CHECK(ledger.record(2) == R"({"job":"42"})");
 
     ledger.undo(root, k, cfg);
     CHECK(fs.changes_since(before) == "");
@@ -301,8 +302,10 @@ TEST_CASE("steps recorded but never taken, or taken twice, undo cleanly", "[devi
     pool.undo_config(c);
     CHECK(fs.changes_since(before) == "");
     // Records from an unknown kind are refused by name.
-    CHECK_THROWS_WITH(undo_device_step(root, k, cfg, "domain", nullptr), Catch::Contains("not a device step"));
-    CHECK_THROWS_WITH(BindRecord::from_json(json_parse("{}", "x").get()), Catch::Contains("\"device\" missing"));
+    CHECK_THROWS_WITH(undo_device_entry(root, k, cfg, {"domain", Json(json_object())}),
+                      Catch::Contains("not a device step"));
+    CHECK_THROWS_WITH(BindRecord::from_json(json_parse("{}", "x").get()),
+                      Catch::Equals("ledger record \"vfio_bind\": \"device\" is missing"));
     CHECK(k.refusals().empty());
 }
 
@@ -348,7 +351,7 @@ TEST_CASE("GPUs kept on vfio-pci (gres File=/dev/vfio/N): no rebinding, nothing 
     MiniLedger ledger;
     PreparedDevices p = prepare_devices(root, k, cfg, plan, {.job = "1", .want_vf = false}, ledger.fn());
     CHECK(p.hostdevs.size() == 2);
-    CHECK(ledger.entries.empty());
+    CHECK(ledger.entries().empty());
     CHECK(k.writes() == 0);
     CHECK(fs.changes_since(before) == "");
     // Without configuration, the group's endpoints are the allocation.
@@ -384,4 +387,79 @@ TEST_CASE("eight GPUs, two HCAs: the job's VF comes from the HCA next to its GPU
     l2.undo(root, k, cfg);
     CHECK(fs.changes_since(before) == "");
     CHECK(k.refusals().empty());
+}
+
+TEST_CASE("device records through the ledger: a crash after any record is undone from the file", "[devices]") {
+    struct Crash {};  // not an svm::Error: nothing on the way catches it
+    for (size_t n = 1; n <= 5; ++n) {
+        DYNAMIC_SECTION("crash after record " << n) {
+            FakeSysfs fs;
+            full_node(fs);
+            TempDir state, dir;
+            DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
+            SysfsRoot root = fs.sysfs_root();
+            DevicePlan plan = plan_devices(root, cfg, {"/dev/nvidia0"});
+            auto before = fs.snapshot();
+            FakeKernel k(fs);
+            std::string path = path_join(dir.path(), "job_3.json");
+            {
+                Ledger l = Ledger::load(path, 3);
+                size_t seen = 0;
+                Ledger::set_record_hook_for_tests([&](const LedgerEntry&) {
+                    if (++seen == n) throw Crash{};
+                });
+                CHECK_THROWS_AS(prepare_devices(root, k, cfg, plan, {.job = "3"}, l), Crash);
+                Ledger::set_record_hook_for_tests(nullptr);
+            }
+            // The epilog, another process: the ledger as its file has it.
+            Ledger again = Ledger::load(path, 3);
+            CHECK(again.entries().size() == n);
+            auto failures = undo_all(again, [&](const LedgerEntry& e) { undo_device_entry(root, k, cfg, e); });
+            CHECK(failures.empty());
+            CHECK(fs.changes_since(before) == "");
+            CHECK(VfPool(root, k, cfg).holders().empty());
+            CHECK_FALSE(path_exists(path));
+            CHECK(k.refusals().empty());
+        }
+    }
+}
+
+TEST_CASE("device records of the previous release are read, unknown or missing keys refused by name", "[devices]") {
+    FakeSysfs fs;
+    full_node(fs);
+    TempDir state, dir;
+    DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
+    SysfsRoot root = fs.sysfs_root();
+    FakeKernel k(fs);
+    auto before = fs.snapshot();
+    // Bound by the previous release, whose ledger file says so in its words.
+    BindRecord r = VfioBinder(root, k).prepare(PciAddress::parse("0000:3b:00.0"));
+    VfioBinder(root, k).bind(r);
+    std::string path = path_join(dir.path(), "job_5.json");
+    write_file_atomic(path,
+                      R"({"entries": [{"data": {"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": )"
+                      R"("nvidia", "original_override": "", "recorded_at": 1764000000, "target_driver": "vfio-pci"},)"
+                      R"( "kind": "vfio_bind"}, {"data": {"job": "5", "recorded_at": 1764000000}, "kind": )"
+                      R"("vf_reservation"}], "job_id": 5})",
+                      0600);
+    Ledger old = Ledger::load(path, 5);
+    CHECK(undo_all(old, [&](const LedgerEntry& e) { undo_device_entry(root, k, cfg, e); }).empty());
+    CHECK(fs.changes_since(before) == "");
+
+    auto refusal = [](const char* json) {
+        return reason_of([&] { BindRecord::from_json(json_parse(json, "record").get()); });
+    };
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": "nvidia",)"
+                  R"( "original_override": "", "target_driver": "vfio-pci", "reset": true})") ==
+          "ledger record \"vfio_bind\": unknown key \"reset\" (written by a newer release?)");
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": 7, "original_driver": "nvidia",)"
+                  R"( "target_driver": "vfio-pci"})") ==
+          "ledger record \"vfio_bind\": \"original_override\" is missing");
+    CHECK(refusal(R"({"device": "0000:3b:00.0", "iommu_group": "7", "original_driver": "nvidia",)"
+                  R"( "original_override": "", "target_driver": "vfio-pci"})") ==
+          "ledger record \"vfio_bind\": \"iommu_group\" must be an integer");
+    CHECK(reason_of([&] { VfConfigRecord::from_json(json_parse(R"({"pf": "0000:2b:00.0"})", "r").get()); }) ==
+          "ledger record \"vf_config\": \"index\" is missing");
+    CHECK(reason_of([&] { VfReservationRecord::from_json(json_parse(R"({"job": ""})", "r").get()); }) ==
+          "vf_reservation record: \"job\" is empty");
 }

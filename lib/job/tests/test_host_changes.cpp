@@ -17,6 +17,7 @@
 #include "host_changes.hpp"
 #include "ledger.hpp"
 #include "support.hpp"
+#include "vf_pool.hpp"
 
 namespace {
 
@@ -135,4 +136,41 @@ TEST_CASE("host changes: an earlier release's address lease is undone only while
     svm::undo_change(s, entry("ip_lease", (R"({"file": ")" + theirs + R"(", "owner": "job 77 on n1"})").c_str()));
     CHECK_FALSE(svm::path_exists(mine));
     CHECK(svm::path_exists(theirs));  // another job's lease now: kept
+}
+
+TEST_CASE("host changes: device records are undone from the same table, with the node's device configuration",
+          "[host_changes]") {
+    svm::test::TempDir tmp("svm-changes-devices");
+    svm::NodeConfig cfg;
+    cfg.sysfs_root = tmp.path();  // an empty tree: the functions are gone, there is nothing to give back
+    std::string vf_dir = svm::path_join(tmp.path(), "vf");
+    cfg.devices = svm::json_parse(R"({"vf_state_dir": ")" + vf_dir + R"("})", "devices");
+    svm::mkdir_p(vf_dir, 0700);
+    std::string pool = svm::path_join(vf_dir, "pool.json");
+    svm::write_file_atomic(pool,
+                           R"({"0000:2b:00.1": {"index": 0, "job": "77", "pf": "0000:2b:00.0"},)"
+                           R"( "0000:2b:00.2": {"index": 1, "job": "78", "pf": "0000:2b:00.0"}})",
+                           0600);
+    svm::UndoScope s{cfg, kJob};
+    svm::undo_change(s, entry("vf_reservation", R"({"job": "77", "recorded_at": 1})"));
+    svm::Json left = svm::json_load_file(pool);
+    CHECK(json_object_size(left.get()) == 1);
+    CHECK(json_object_get(left.get(), "0000:2b:00.2"));
+    svm::undo_change(s, entry("vfio_bind", R"({"device": "0000:3b:00.0", "iommu_group": 7, "original_driver":)"
+                                           R"( "nvidia", "original_override": "", "target_driver": "vfio-pci"})"));
+    svm::undo_change(s, {"vf_config", svm::VfConfigRecord{svm::PciAddress::parse("0000:2b:00.0"),
+                                                          0,
+                                                          svm::PciAddress::parse("0000:2b:00.1"),
+                                                          "ethernet",
+                                                          {{"mac", "02:00:00:00:00:01"}},
+                                                          {{"mac", "00:00:00:00:00:00"}}}
+                                          .to_json()});
+    // Strict like every record: named.
+    CHECK(svm::test::reason_of([&] {
+              svm::undo_change(s, entry("vf_reservation", R"({"job": "78", "pf": "0000:2b:00.0"})"));
+          }) == "ledger record \"vf_reservation\": unknown key \"pf\" (written by a newer release?)");
+    // The pool's own state, root's file, read as strictly.
+    svm::write_file_atomic(pool, R"({"0000:2b:00.2": {"index": 1, "job": "78"}})", 0600);
+    CHECK(svm::test::reason_of([&] { svm::undo_change(s, entry("vf_reservation", R"({"job": "78"})")); }) ==
+          pool + ": 0000:2b:00.2: \"pf\" is missing");
 }

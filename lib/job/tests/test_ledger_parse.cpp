@@ -29,5 +29,11 @@ TEST_CASE("ledger: parsed from its text as loaded from its file, and its refusal
     CHECK_THROWS_AS(svm::Ledger::parse(svm::read_file(path), path, 9), svm::Error);  // another job's
     CHECK_THROWS_AS(svm::Ledger::parse(R"({"entries":[{"data":{}}]})", path, 8), svm::Error);
     CHECK_THROWS_AS(svm::Ledger::parse("{", path, 8), svm::Error);
-    CHECK(svm::Ledger::parse("{}", path, 8).entries().empty());
+    CHECK(svm::Ledger::parse(R"({"job_id": 8, "entries": []})", path, 8).entries().empty());
+    // Strict like its records: a key missing or unknown is named.
+    CHECK_THROWS_WITH(svm::Ledger::parse("{}", path, 8), Catch::Contains("\"job_id\" is missing"));
+    CHECK_THROWS_WITH(svm::Ledger::parse(R"({"job_id": 8, "entries": [], "v": 2})", path, 8),
+                      Catch::Contains("unknown key \"v\""));
+    CHECK_THROWS_WITH(svm::Ledger::parse(R"({"job_id": 8, "entries": [{"kind": "job_dir"}]})", path, 8),
+                      Catch::Contains("entries[0]: \"data\" is missing"));
 }

@@ -1,7 +1,8 @@
 // The per-node, per-job ledger of host changes. Every change the prolog makes
 // is appended here (atomically, fsync'd) BEFORE it is made; the epilog, a
 // failed prolog and `slurm-vm sweep` undo the entries in reverse order. The
-// records and their undo: lib/job/host_changes.hpp. Undo actions must be
+// records and their undo: lib/job/host_changes.hpp (the device layer's
+// records: lib/devices/vfio_binding.hpp, vf_pool.hpp). Undo actions must be
 // idempotent: an entry may describe a change that was never made (crash right
 // after recording) or that was already undone.
 #pragma once
@@ -29,7 +30,7 @@ public:
     static Ledger parse(const std::string& text, const std::string& path, uint32_t job_id);
 
     void record(const std::string& kind, Json data);
-    // A typed record (host_changes.hpp): its kind and its JSON form.
+    // A typed record (host_changes.hpp, the device layer's): its kind and its JSON form.
     template <class Change>
     void record(const Change& c) {
         record(Change::kind, c.to_json());
@@ -51,6 +52,20 @@ private:
     uint32_t job_id_ = 0;
     std::vector<LedgerEntry> entries_;
 };
+
+// A typed record read strictly (JsonIn): the keys its fields() names and
+// the ledger's own "recorded_at"; any other key, a missing one or a wrong
+// type is refused with a sentence naming it.
+template <class Change>
+Change read_record(const json_t* data) {
+    JsonIn in(data, std::string("ledger record \"") + Change::kind + "\"");
+    int64_t recorded_at = 0;
+    in.optional("recorded_at", recorded_at);
+    Change c;
+    Change::fields(in, c);
+    in.done();
+    return c;
+}
 
 // Undoes every entry in reverse order with undo (which throws on failure).
 // Errors do not stop the walk: every entry is tried; the messages of those that

@@ -30,37 +30,36 @@ Ledger Ledger::load(const std::string& path, uint32_t job_id) {
     return parse(text, path, job_id);
 }
 
+// Strict, like every record in it: {"job_id", "entries": [{"kind", "data"}]}.
 Ledger Ledger::parse(const std::string& text, const std::string& path, uint32_t job_id) {
     Ledger l;
     l.path_ = path;
     l.job_id_ = job_id;
     Json root = json_parse(text, path);
-    if (auto j = json_get_int(root.get(), "job_id"); j && static_cast<uint32_t>(*j) != job_id)
-        SVM_THROW(path + " belongs to job " + std::to_string(*j) + ", not " + std::to_string(job_id));
-    json_t* arr = json_object_get(root.get(), "entries");
-    size_t i;
-    json_t* e;
-    json_array_foreach(arr, i, e) {
-        auto kind = json_get_string(e, "kind");
-        if (!kind) SVM_THROW(path + ": entry " + std::to_string(i) + " has no kind");
-        json_t* d = json_object_get(e, "data");
-        l.entries_.push_back({*kind, d ? json_ref(d) : Json(json_object())});
-    }
+    JsonIn in(root.get(), path);
+    uint32_t owner = 0;
+    in("job_id", owner);
+    if (owner != job_id)
+        SVM_THROW(path + " belongs to job " + std::to_string(owner) + ", not " + std::to_string(job_id));
+    in.objects("entries", l.entries_, [](JsonIn& e, LedgerEntry& entry) {
+        e("kind", entry.kind);
+        const json_t* d = e.raw("data");
+        if (!d) e.fail("data", "is missing");
+        if (!json_is_object(d)) e.fail("data", "must be an object");
+        entry.data = json_ref(const_cast<json_t*>(d));
+    });
+    in.done();
     return l;
 }
 
 void Ledger::save() const {
-    Json root(json_object());
-    json_object_set_new(root.get(), "job_id", json_integer(job_id_));
-    Json arr(json_array());
-    for (auto& e : entries_) {
-        json_t* o = json_object();
-        json_object_set_new(o, "kind", json_string(e.kind.c_str()));
-        json_object_set(o, "data", e.data.get());
-        json_array_append_new(arr.get(), o);
-    }
-    json_object_set(root.get(), "entries", arr.get());
-    write_file_atomic(path_, json_dump(root.get(), true) + "\n", 0600);
+    JsonOut out;
+    out("job_id", job_id_);
+    out.objects("entries", entries_, [](JsonOut& o, const LedgerEntry& e) {
+        o("kind", e.kind);
+        o("data", json_ref(e.data.get()));
+    });
+    write_file_atomic(path_, json_dump(out.take().get(), true) + "\n", 0600);
 }
 
 void Ledger::record(const std::string& kind, Json data) {
