@@ -80,7 +80,7 @@ TEST_CASE("schema: dependentRequired, a key that needs another", "[schema]") {
           "schema: dependentRequired must list strings");
 }
 
-TEST_CASE("schema: if, then, else; the if's title ends what then or else refuses", "[schema]") {
+TEST_CASE("schema: if with then or else, a refusal by then ends with the if title", "[schema]") {
     const std::string s = R"({"properties": {"net": {
         "if": {"title": "for fabric \"ipoib\"", "required": ["fabric"], "properties": {"fabric": {"const": "ipoib"}}},
         "then": {"required": ["prefix"], "properties": {"prefix": {"title": "an IPv4 /16"}}},
