@@ -34,8 +34,9 @@ void read_gpus(const json_t* gpus, DeviceConfig& c) {
     json_array_foreach(gpus, i, g) {
         GpuConfig gc;
         gc.pci = PciAddress::parse(json_string_value(json_object_get(g, "pci")));
-        if (const json_t* m = json_object_get(g, "nvidia_minor")) gc.nvidia_minor = json_integer_value(m);
-        if (const json_t* v = json_object_get(g, "vfio_group")) gc.vfio_group = json_integer_value(v);
+        if (const json_t* m = json_object_get(g, "nvidia_minor"))
+            gc.nvidia_minor = static_cast<int>(json_integer_value(m));
+        if (const json_t* v = json_object_get(g, "vfio_group")) gc.vfio_group = static_cast<int>(json_integer_value(v));
         c.gpus.push_back(gc);
     }
 }
