@@ -223,17 +223,32 @@ Verdict check_items(const json_t* doc, const json_t* schema, const Walk& w, cons
     return "";
 }
 
+// oneOf: exactly one branch holds. When none does and one alone is of the
+// value's type, what that branch refuses is the most precise sentence.
+Verdict check_one_of(const json_t* doc, const json_t* schema, const Walk& w, const std::string& path) {
+    const json_t* one = json_object_get(schema, "oneOf");
+    if (!one) return "";
+    size_t i, matched = 0, typed = 0;
+    json_t* s;
+    Verdict typed_refusal;
+    json_array_foreach(one, i, s) {
+        Verdict bad = check(doc, s, w, path);
+        matched += bad.empty() ? 1 : 0;
+        if (!bad.empty() && json_object_get(s, "type") && check_type(doc, s, path).empty()) {
+            ++typed;
+            typed_refusal = bad;
+        }
+    }
+    if (matched == 1) return "";
+    if (matched == 0 && typed == 1) return typed_refusal;
+    std::string title = title_of(schema);
+    return shown(path) + (title.empty() ? " has the wrong form" : " must be " + title) + " (it is " + json_text(doc) +
+           ")";
+}
+
 // oneOf, not, if/then/else: the branches a value is tried against.
 Verdict check_branches(const json_t* doc, const json_t* schema, const Walk& w, const std::string& path) {
-    if (const json_t* one = json_object_get(schema, "oneOf")) {
-        size_t i, matched = 0;
-        json_t* s;
-        json_array_foreach(one, i, s) matched += check(doc, s, w, path).empty() ? 1 : 0;
-        std::string title = title_of(schema);
-        if (matched != 1)
-            return shown(path) + (title.empty() ? " has the wrong form" : " must be " + title) + " (it is " +
-                   json_text(doc) + ")";
-    }
+    if (Verdict bad = check_one_of(doc, schema, w, path); !bad.empty()) return bad;
     if (const json_t* n = json_object_get(schema, "not"); n && check(doc, n, w, path).empty())
         return shown(path) + " must not be " + json_text(doc);
     if (const json_t* cond = json_object_get(schema, "if")) {

@@ -14,7 +14,9 @@
 // must be an absolute path (it is \"var\")"), when a propertyNames schema
 // refuses a key, and when a required key is missing ("images.a needs \"path\"
 // (the disk image on the nodes)"); an "if" schema's title ends a refusal by
-// its "then" ("... for fabric \"ipoib\"").
+// its "then" ("... for fabric \"ipoib\""). When no branch of a oneOf holds
+// and one alone has the value's type, what that branch refuses is said
+// instead ("network.underlay.n1 must be an IPv4 address ...").
 //
 // Bounds: a pattern is matched on strings of at most 4096 bytes (a longer one
 // is refused as too long, whatever maxLength says), and schemas nest at most

@@ -65,6 +65,10 @@ TEST_CASE("schema: a title says what the value must be, in place of the rule", "
     CHECK(violation(s, R"({"dir": "x"})") == "dir must be an absolute path (it is \"x\")");
     CHECK(violation(s, R"({"size": 3})") == "size must be a power of two (it is 3)");
     CHECK(violation(s, R"({"one": 5})") == "one must be a name or a list (it is 5)");
+    // No branch holds, one alone is of the value's type: its refusal is the precise one.
+    const std::string typed = R"({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "integer"}}]})";
+    CHECK(violation(typed, R"([1, "x"])", "list") == "list[1] must be an integer");
+    CHECK(violation(typed, R"({})", "list") == "list has the wrong form (it is {})");
     CHECK(violation(s, R"({"map": {"Ab": 1}})") == "map: \"Ab\" is not a lower-case name");
     CHECK(violation(s, R"({"entry": {}})") == "entry needs \"path\" (the disk image)");
     CHECK(violation(s, R"({"entry": {"path": "i"}})") == "entry.path must be an absolute path (it is \"i\")");

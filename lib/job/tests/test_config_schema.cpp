@@ -57,8 +57,10 @@ TEST_CASE("schema: a document it refuses is refused before any value is read", "
           "boot_timeout_s must be at most 86400 (it is 4294967301)");
     CHECK(reason_of([&] { svm::parse_config(R"({"max_image_virtual_size_gib": 17179869184})", "n", "t"); }) ==
           "max_image_virtual_size_gib must be at most 1048576 (it is 17179869184)");
-    CHECK(reason_of([&] { svm::parse_config(R"({"network": {"underlay": {"a": 5}}})", "n", "t"); }) ==
-          "network.underlay must be a name template or an object of addresses (it is {\"a\": 5})");
+    CHECK(reason_of([&] { svm::parse_config(R"({"network": {"underlay": 5}})", "n", "t"); }) ==
+          "network.underlay must be a name template or an object of addresses (it is 5)");
+    CHECK(reason_of([&] { svm::parse_config(R"({"network": {"underlay": {"a": "10.0.0.300"}}})", "n", "t"); }) ==
+          "network.underlay.a must be an IPv4 address such as \"10.215.0.1\" (it is \"10.0.0.300\")");
     CHECK(reason_of([&] { svm::parse_config("[]", "n", "t"); }) == "the configuration must be an object");
     CHECK(reason_of([&] { svm::parse_config(R"({"network": {"prefix": "300.1.0.0/16"}})", "n", "t"); }) ==
           "network.prefix must be an IPv4 /16 such as \"10.213.0.0/16\" (it is \"300.1.0.0/16\")");
