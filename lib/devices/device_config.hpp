@@ -45,8 +45,12 @@ struct DeviceConfig {
     const GpuConfig* gpu_by_pci(const PciAddress& a) const;
 };
 
-// Parses the "devices" object (null or absent = no devices). Unknown keys and
-// wrong types are errors naming the key.
+// etc/slurm-vm.devices.schema.json (compiled in), parsed once.
+const json_t* device_config_schema();
+// Parses the "devices" object (null or absent = no devices): validated
+// against device_config_schema() before any value is read (an unknown key, a
+// wrong type or range is one sentence naming its path, "devices.gpus[0].pci
+// must be ..."), then a function or nvidia minor listed twice is refused.
 DeviceConfig parse_device_config(const json_t* devices);
 // Loads a node configuration file and parses its "devices" member.
 DeviceConfig load_device_config(const std::string& path);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -131,13 +130,13 @@ struct NodeConfig {
 
 NodeConfig load_config(const std::string& path, const std::string& node_name);
 
-// The keys the parser knows: at the top level (""), in "network", in "oci".
-const std::set<std::string>& config_keys(const std::string& section);
-
-// A parsed node configuration against etc/slurm-vm.schema.json with its
-// devices part (compiled in); throws naming the first violation.
+// A node configuration document against etc/slurm-vm.schema.json with its
+// devices part (compiled in): every rule on a single value, and the rules
+// within one object; throws one sentence naming the first violation's key path.
 void validate_node_config(const json_t* doc);
-// Parses configuration text (tests and `slurm-vm doctor`).
+// Parses configuration text (tests and `slurm-vm doctor`): validates it
+// (validate_node_config) before any value is read, then checks what the
+// schema cannot say (an image a partition names is in the catalogue).
 NodeConfig parse_config(const std::string& text, const std::string& node_name, const std::string& shown);
 
 std::string expand_node(const std::string& s, const std::string& node_name);

@@ -1,10 +1,10 @@
 #include "site_catalogue.hpp"
 
 #include <algorithm>
-#include <set>
 
 #include "error.hpp"
 #include "json.hpp"
+#include "json_schema.hpp"
 
 namespace svm {
 
@@ -65,76 +65,31 @@ std::string partition_from_args(const std::vector<std::string>& args) {
     return v;
 }
 
-namespace {
-
-void reject_unknown_keys(const json_t* obj, const std::set<std::string>& known, const std::string& where) {
-    const char* key;
-    json_t* v;
-    json_object_foreach(const_cast<json_t*>(obj), key, v) {
-        (void)v;
-        if (!known.count(key)) SVM_THROW(where + ": unknown key \"" + key + "\"");
-    }
-}
-
-std::string absolute_or_empty(const json_t* o, const char* key, const std::string& where) {
-    std::string v = json_get_string(o, key).value_or("");
-    if (!v.empty() && v[0] != '/') SVM_THROW(where + "." + key + " must be an absolute path, not \"" + v + "\"");
-    return v;
-}
-
-}  // namespace
-
 SiteCatalogue parse_site_catalogue(const json_t* images, const json_t* partitions) {
     SiteCatalogue cat;
-    if (images && !json_is_null(images)) {
-        if (!json_is_object(images)) SVM_THROW("\"images\" must be an object of NAME: {\"path\": ...}");
-        const char* name;
-        json_t* e;
-        json_object_foreach(const_cast<json_t*>(images), name, e) {
-            std::string where = std::string("images.") + name;
-            if (!is_catalogue_name(name))
-                SVM_THROW(where +
-                          ": an image name is letters, digits, '.', '_', '-' or '+' (at most 64, not "
-                          "\"none\", not starting with '.' or '-')");
-            if (!json_is_object(e)) SVM_THROW(where + " must be an object");
-            reject_unknown_keys(e, {"path", "description", "kernel", "initrd", "cmdline", "comment"}, where);
-            CatalogueImage img;
-            img.name = name;
-            img.path = absolute_or_empty(e, "path", where);
-            if (img.path.empty()) SVM_THROW(where + " needs \"path\" (the disk image on the nodes)");
-            img.description = json_get_string(e, "description").value_or("");
-            img.kernel = absolute_or_empty(e, "kernel", where);
-            img.initrd = absolute_or_empty(e, "initrd", where);
-            img.cmdline = json_get_string(e, "cmdline").value_or("");
-            if (!img.initrd.empty() && img.kernel.empty()) SVM_THROW(where + ": \"initrd\" needs \"kernel\"");
-            if (img.cmdline.find('\n') != std::string::npos || img.description.find('\n') != std::string::npos)
-                SVM_THROW(where + ": \"cmdline\" and \"description\" must be single lines");
-            cat.images.push_back(img);
-        }
+    const char* name;
+    json_t* e;
+    json_object_foreach(const_cast<json_t*>(images), name, e) {
+        CatalogueImage img;
+        img.name = name;
+        read_valid(e, "path", img.path);
+        read_valid(e, "description", img.description);
+        read_valid(e, "kernel", img.kernel);
+        read_valid(e, "initrd", img.initrd);
+        read_valid(e, "cmdline", img.cmdline);
+        cat.images.push_back(img);
     }
-    if (partitions && !json_is_null(partitions)) {
-        if (!json_is_object(partitions)) SVM_THROW("\"partitions\" must be an object of PARTITION: {\"vm\": ...}");
-        const char* name;
-        json_t* e;
-        json_object_foreach(const_cast<json_t*>(partitions), name, e) {
-            std::string where = std::string("partitions.") + name;
-            if (!json_is_object(e)) SVM_THROW(where + " must be an object");
-            reject_unknown_keys(e, {"vm", "image", "comment"}, where);
-            PartitionPolicy p;
-            p.name = name;
-            std::string mode = json_get_string(e, "vm").value_or("optional");
-            if (mode == "optional") p.mode = VmMode::optional;
-            else if (mode == "default") p.mode = VmMode::by_default;
-            else if (mode == "required") p.mode = VmMode::required;
-            else SVM_THROW(where + ".vm must be \"optional\", \"default\" or \"required\", not \"" + mode + "\"");
-            p.image = json_get_string(e, "image").value_or("");
-            if (p.mode != VmMode::optional && p.image.empty())
-                SVM_THROW(where + ": VM mode \"" + mode +
-                          "\" needs \"image\" (the catalogue image of jobs that name none)");
-            if (!p.image.empty() && !cat.find_image(p.image))
-                SVM_THROW(where + ".image \"" + p.image + "\" is not in \"images\"");
-            cat.partitions.push_back(p);
-        }
+    json_object_foreach(const_cast<json_t*>(partitions), name, e) {
+        PartitionPolicy p;
+        p.name = name;
+        std::string mode = "optional";
+        read_valid(e, "vm", mode);
+        p.mode = mode == "required" ? VmMode::required : mode == "default" ? VmMode::by_default : VmMode::optional;
+        read_valid(e, "image", p.image);
+        // The one rule across the catalogue's parts.
+        if (!p.image.empty() && !cat.find_image(p.image))
+            SVM_THROW("partitions." + p.name + ".image \"" + p.image + "\" is not in \"images\"");
+        cat.partitions.push_back(p);
     }
     std::sort(cat.images.begin(), cat.images.end(), [](auto& a, auto& b) { return a.name < b.name; });
     std::sort(cat.partitions.begin(), cat.partitions.end(), [](auto& a, auto& b) { return a.name < b.name; });

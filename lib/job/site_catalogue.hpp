@@ -37,9 +37,10 @@ struct SiteCatalogue {
     const PartitionPolicy* find_partition(const std::string& name) const;
 };
 
-// Parses the configuration's "images" and "partitions" objects (either may be
-// null). Unknown keys, bad names, relative paths, unknown modes and partition
-// images missing from the catalogue are errors naming the key.
+// Reads the configuration's "images" and "partitions" objects (either may be
+// null) once the node schema has accepted them (names, keys, paths, modes, a
+// partition's image where its mode needs one: config.hpp validate_node_config),
+// and refuses what it cannot say: a partition's image missing from "images".
 SiteCatalogue parse_site_catalogue(const json_t* images, const json_t* partitions);
 
 // A value of --vm-image that can only be a catalogue name (no '/'; letters,

@@ -39,17 +39,19 @@ TEST_CASE("device configuration fixtures: valid ones parse, invalid ones are ref
         CHECK_NOTHROW(load_device_config(kFixtures + "/devices/valid/" + f));
     }
     const std::map<std::string, std::string> expected = {
-        {"unknown-gpu-key.json", "gpus[0]: unknown key \"minor\""},
-        {"bad-address.json", "invalid PCI address '0000:3b:00'"},
-        {"missing-pci.json", "gpus[0]: \"pci\" missing"},
-        {"gpus-not-array.json", "\"gpus\" must be an array"},
-        {"short-guid-prefix.json", "\"guid_prefix\" must be 4 hex bytes"},
-        {"node-id-range.json", "\"node_id\" must be 0..65535"},
-        {"policy-not-bool.json", "\"allow_unsafe_interrupts\" must be true or false"},
-        {"bad-link-layer.json", "\"link_layer\" must be \"infiniband\" or \"ethernet\""},
-        {"relative-state-dir.json", "\"vf_state_dir\" must be an absolute path"},
+        {"unknown-gpu-key.json", "devices.gpus[0]: unknown key \"minor\""},
+        {"bad-address.json",
+         "devices.gpus[0].pci must be a PCI address DDDD:BB:DD.F such as \"0000:3b:00.0\" (it is "
+         "\"0000:3b:00\")"},
+        {"missing-pci.json", "devices.gpus[0] needs \"pci\" (the GPU's PCI address)"},
+        {"gpus-not-array.json", "devices.gpus must be an array"},
+        {"short-guid-prefix.json", "devices.guid_prefix must be 4 hex bytes such as \"02:c9:00:00\""},
+        {"node-id-range.json", "devices.node_id must be at most 65535 (it is 70000)"},
+        {"policy-not-bool.json", "devices.policy.allow_unsafe_interrupts must be true or false"},
+        {"bad-link-layer.json", "devices.vf_providers[0].link_layer must be \"infiniband\" or \"ethernet\""},
+        {"relative-state-dir.json", "devices.vf_state_dir must be an absolute path"},
         {"unknown-key.json", "devices: unknown key \"gpu\""},
-        {"minor-range.json", "\"nvidia_minor\" must be 0..255"},
+        {"minor-range.json", "devices.gpus[0].nvidia_minor must be at most 255 (it is 300)"},
     };
     auto files = list_dir(kFixtures + "/devices/invalid");
     CHECK(files.size() == expected.size());

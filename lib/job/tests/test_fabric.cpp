@@ -39,10 +39,11 @@ TEST_CASE("network.fabric ipoib needs its prefix and the bridge", "[fabric]") {
     CHECK(c.network.fabric == "ipoib");
     CHECK(c.network.fabric_prefix == "10.214.0.0/16");
     CHECK(svm::parse_config(base(R"({"prefix": "10.213.0.0/16"})"), "n", "t").network.fabric == "segment");
-    CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib"})"), "n", "t"),
-                      Catch::Contains("needs network.fabric_prefix"));
+    CHECK_THROWS_WITH(
+        svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "ipoib"})"), "n", "t"),
+        Catch::Contains("network needs \"fabric_prefix\" (an IPv4 /16 for the IPoIB addresses) for fabric \"ipoib\""));
     CHECK_THROWS_WITH(svm::parse_config(base(R"({"fabric": "ipoib", "fabric_prefix": "10.214.0.0/16"})"), "n", "t"),
-                      Catch::Contains("needs network.prefix too"));
+                      Catch::Contains("network needs \"prefix\""));
     CHECK_THROWS_WITH(svm::parse_config(base(R"({"prefix": "10.213.0.0/16", "fabric": "roce"})"), "n", "t"),
                       Catch::Contains("must be \"segment\" or \"ipoib\""));
     CHECK_THROWS_WITH(svm::parse_config(base(R"({"bridge": "br0", "prefix": "10.213.0.0/16"})"), "n", "t"),

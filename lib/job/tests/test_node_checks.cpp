@@ -40,7 +40,7 @@ TEST_CASE("configuration: shares_via and virtiofsd", "[virtiofs]") {
     CHECK(svm::parse_config("{}", "n1", "t").shares_via == "virtiofs");
     CHECK(svm::parse_config(R"({"shares_via": "9p"})", "n1", "t").shares_via == "9p");
     CHECK_THROWS_WITH(svm::parse_config(R"({"shares_via": "nfs"})", "n1", "t"),
-                      Catch::Contains("\"shares_via\" must be \"virtiofs\" or \"9p\""));
+                      Catch::Contains("shares_via must be \"virtiofs\" or \"9p\" (it is \"nfs\")"));
     CHECK_THROWS_WITH(svm::parse_config(R"({"virtiofsd": "virtiofsd"})", "n1", "t"), Catch::Contains("absolute path"));
     CHECK_THROWS_WITH(svm::find_virtiofsd("/nonexistent/virtiofsd"), Catch::Contains("is not an executable"));
 }

@@ -40,8 +40,9 @@ TEST_CASE("site catalogue: parsed from the node configuration, sorted, validated
 
     bad(R"({"images": {"a": {"path": "rel.qcow2"}}})", "images.a.path must be an absolute path");
     bad(R"({"images": {"a": {}}})", "images.a needs \"path\"");
-    bad(R"({"images": {"a/b": {"path": "/x"}}})", "an image name is");
-    bad(R"({"images": {"none": {"path": "/x"}}})", "an image name is");
+    bad(R"({"images": {"a/b": {"path": "/x"}}})", "images: \"a/b\" is not an image name: letters, digits");
+    bad(R"({"images": {"none": {"path": "/x"}}})", "images: \"none\" is not an image name");
+    bad(R"({"images": {"a": {"path": "/x", "cmdline": "a\nb"}}})", "images.a.cmdline must be a single line");
     bad(R"({"images": {"a": {"path": "/x", "size": 3}}})", "images.a: unknown key \"size\"");
     bad(R"({"images": {"a": {"path": "/x", "initrd": "/i"}}})", "\"initrd\" needs \"kernel\"");
     bad(R"({"images": {"a": {"path": "/x"}}, "partitions": {"p": {"vm": "always", "image": "a"}}})",
@@ -49,7 +50,7 @@ TEST_CASE("site catalogue: parsed from the node configuration, sorted, validated
     bad(R"({"images": {"a": {"path": "/x"}}, "partitions": {"p": {"vm": "required"}}})", "needs \"image\"");
     bad(R"({"images": {"a": {"path": "/x"}}, "partitions": {"p": {"vm": "default", "image": "b"}}})",
         "partitions.p.image \"b\" is not in \"images\"");
-    bad(R"({"images": [1]})", "\"images\" must be an object");
+    bad(R"({"images": [1]})", "images must be an object");
 }
 
 TEST_CASE("site catalogue: what a job runs in, per partition", "[catalogue]") {
