@@ -18,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "exec_guard.hpp"
 #include "fs.hpp"
@@ -187,11 +188,10 @@ namespace {
 std::optional<RelayRequest> read_request(int fd) {
     RelayRequestReader reader;
     char chunk[4096];
-    const long deadline = now_ms() + kRelayRequestTimeoutMs;
+    const Deadline deadline{Milliseconds(kRelayRequestTimeoutMs)};
     for (;;) {
         struct pollfd p = {fd, POLLIN, 0};
-        long left = deadline - now_ms();
-        int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+        int ready = deadline.expired() ? 0 : ::poll(&p, 1, deadline.remaining_ms());
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) {
             write_all(fd, "ERR no whole request within " + std::to_string(kRelayRequestTimeoutMs / 1000) + " s\n");

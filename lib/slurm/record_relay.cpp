@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "job_record.hpp"
@@ -134,22 +135,28 @@ bool write_all(int fd, const std::string& s) {
     return true;
 }
 
+// One hand-over: true once the head acknowledged the credential.
+bool hand_over(const sockaddr_in& sa, const std::string& credential) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s || ::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 ||
+        !write_all(s.get(), credential))
+        return false;
+    ::shutdown(s.get(), SHUT_WR);
+    char ack[8];
+    return ::recv(s.get(), ack, sizeof ack, 0) > 0;  // the head took it
+}
+
 }  // namespace
 
 bool send_entry(const std::string& head_ip, const std::string& credential, int timeout_ms,
                 const std::atomic<bool>* cancel) {
-    sockaddr_in sa = address_of(head_ip);
-    for (int waited = 0;; waited += 500) {
-        UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (s && ::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-            write_all(s.get(), credential)) {
-            ::shutdown(s.get(), SHUT_WR);
-            char ack[8];
-            if (::recv(s.get(), ack, sizeof ack, 0) > 0) return true;  // the head took it
-        }
-        if (waited >= timeout_ms || (cancel && *cancel)) return false;
-        ::usleep(500000);
-    }
+    const sockaddr_in sa = address_of(head_ip);
+    bool sent = false;
+    poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(500), [&] {
+        sent = hand_over(sa, credential);
+        return sent || (cancel && *cancel);
+    });
+    return sent;
 }
 
 int relay_listen(const std::string& ip) {
@@ -240,7 +247,7 @@ void RecordRelay::start() {
 void RecordRelay::writer_loop() {
     long last = 0;
     for (long t = 0; !stop_; ++t) {
-        ::usleep(250000);
+        pause_for(Milliseconds(250));
         if ((!collector_.complete() && t - last < 20) || !collector_.take_pending()) continue;
         std::lock_guard<std::mutex> l(write_m_);
         if (!publish_collected(job_id_, collector_)) collector_.set_pending();
