@@ -117,7 +117,10 @@ int main(int argc, char** argv) {
     bool publish_record = true;
     if (std::optional<int> status = parse_args(argc, argv, o, publish_record)) return *status;
     start_logging(o);
-    std::unique_ptr<svm::RecordRelay> relay;
+    // Left to the process's end, never destroyed nor reset: the ready
+    // record's publisher (a thread of the keeper's) may still use it when
+    // main returns.
+    auto& relay = *new std::unique_ptr<svm::RecordRelay>();
     if (publish_record) publish_through(o, relay);
     int rc = 1;
     try {
@@ -127,12 +130,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         svm::log::error(e.what());
     }
-    if (relay) {
-        relay->flush();
-        // Its threads may still be blocked in a call (they hold what they
-        // use): left to the process's end, which is now.
-        (void)relay.release();
-    }
+    if (relay) relay->flush();
     svm::log::shutdown();
     return rc;
 }
