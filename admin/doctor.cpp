@@ -75,12 +75,15 @@ const char* kDoctorHelp =
     "Exit status: 0 when no check fails (warnings allowed), 1 when one fails,\n"
     "2 on a usage error.\n";
 
-}  // namespace
-
-int cmd_doctor(const Args& args) {
+struct DoctorArgs {
     std::string root = "/", config;
     bool json = false;
     DoctorOptions opts;
+};
+
+// The command's arguments into `d`; the exit status when the command ends
+// here (help, a usage error).
+std::optional<int> parse_doctor_args(const Args& args, DoctorArgs& d) {
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         std::string val;
@@ -104,78 +107,89 @@ int cmd_doctor(const Args& args) {
             std::fputs(kDoctorHelp, stdout);
             return 0;
         } else if (a == "--json") {
-            json = true;
+            d.json = true;
         } else if ((r = take("--root")) != 0) {
             if (r < 0) return 2;
-            root = val;
+            d.root = val;
         } else if ((r = take("--config")) != 0) {
             if (r < 0) return 2;
-            config = val;
+            d.config = val;
         } else if ((r = take("--skip")) != 0) {
             if (r < 0) return 2;
             std::stringstream in(val);
             std::string s;
-            while (std::getline(in, s, ',')) opts.skip.push_back(s);
+            while (std::getline(in, s, ',')) d.opts.skip.push_back(s);
         } else {
             std::fprintf(stderr, "slurm-vm doctor: unknown option '%s'\n%s", a.c_str(), kDoctorHelp);
             return 2;
         }
     }
-    if (!opts.slurm_check) {
-        opts.slurm_check = [] {
-            RunOptions o;
-            o.timeout_ms = 20000;
-            o.env = inherited_env({"PATH", "SLURM_CONF"});
-            RunResult r = run({"scontrol", "show", "config"}, o);
-            if (!r.ok())
-                return std::vector<CheckResult>{{"slurm", CheckStatus::warn,
-                                                 "cannot read Slurm's configuration (" + trim(r.err) + ")",
-                                                 "run doctor where scontrol reaches slurmctld"}};
-            std::string ps = slurm_config_value(r.out, "PlugStackConfig"), text;
-            try {
-                if (!ps.empty()) read_file_if_exists(ps, text);
-            } catch (const Error&) {
-            }
-            std::vector<CheckResult> out = check_slurm_config(r.out, text);
-            out.push_back(check_slurm_release(r.out, kBuiltSlurmRelease));
-            return out;
+    return std::nullopt;
+}
+
+RunResult scontrol_show_config() {
+    RunOptions o;
+    o.timeout_ms = 20000;
+    o.env = inherited_env({"PATH", "SLURM_CONF"});
+    return run({"scontrol", "show", "config"}, o);
+}
+
+// The slurm check: Slurm's settings as scontrol shows them, the plugin
+// stack's file, and the running release.
+std::vector<CheckResult> check_slurm() {
+    RunResult r = scontrol_show_config();
+    if (!r.ok())
+        return std::vector<CheckResult>{{"slurm", CheckStatus::warn,
+                                         "cannot read Slurm's configuration (" + trim(r.err) + ")",
+                                         "run doctor where scontrol reaches slurmctld"}};
+    std::string ps = slurm_config_value(r.out, "PlugStackConfig"), text;
+    try {
+        if (!ps.empty()) read_file_if_exists(ps, text);
+    } catch (const Error&) {
+    }
+    std::vector<CheckResult> out = check_slurm_config(r.out, text);
+    out.push_back(check_slurm_release(r.out, kBuiltSlurmRelease));
+    return out;
+}
+
+// The checks of the node configuration at `path` (when it exists) that
+// the caller has not set.
+void add_config_checks(const std::string& path, DoctorOptions& opts) {
+    if (!path_exists(path)) return;
+    if (!opts.network_check) {
+        opts.network_check = [path] {
+            char host[256] = "";
+            ::gethostname(host, sizeof host - 1);
+            std::string node = host;
+            node = node.substr(0, node.find('.'));
+            return check_guest_network(load_config(path, node).network);
         };
     }
-    {
-        std::string path = config.empty() ? std::string(SVM_SYSCONFDIR) + "/slurm-vm.json" : config;
-        if (!opts.network_check && path_exists(path)) {
-            opts.network_check = [path] {
-                char host[256] = "";
-                ::gethostname(host, sizeof host - 1);
-                std::string node = host;
-                node = node.substr(0, node.find('.'));
-                return check_guest_network(load_config(path, node).network);
-            };
-        }
-        if (!opts.kvm_check && path_exists(path)) {
-            opts.kvm_check = [path] { return check_kvm_access(load_config(path, "")); };
-        }
-        if (!opts.groups_check && path_exists(path)) {
-            opts.groups_check = [path] {
-                RunOptions o;
-                o.timeout_ms = 20000;
-                o.env = inherited_env({"PATH", "SLURM_CONF"});
-                RunResult r = run({"scontrol", "show", "config"}, o);
-                std::string max = r.ok() ? slurm_config_value(r.out, "MaxJobId") : "";
-                uint32_t max_job_id = kMaxJobGidSpan;  // Slurm's default
-                if (!max.empty() && max.size() <= 10 && max.find_first_not_of("0123456789") == std::string::npos)
-                    max_job_id = static_cast<uint32_t>(std::min<unsigned long>(std::stoul(max), UINT32_MAX));
-                return check_job_groups(load_config(path, ""), max_job_id, name_service_groups());
-            };
-        }
-        if (!opts.shares_check && path_exists(path)) {
-            opts.shares_check = [path] { return check_shares(load_config(path, "")); };
-        }
+    if (!opts.kvm_check) opts.kvm_check = [path] { return check_kvm_access(load_config(path, "")); };
+    if (!opts.groups_check) {
+        opts.groups_check = [path] {
+            RunResult r = scontrol_show_config();
+            std::string max = r.ok() ? slurm_config_value(r.out, "MaxJobId") : "";
+            uint32_t max_job_id = kMaxJobGidSpan;  // Slurm's default
+            if (!max.empty() && max.size() <= 10 && max.find_first_not_of("0123456789") == std::string::npos)
+                max_job_id = static_cast<uint32_t>(std::min<unsigned long>(std::stoul(max), UINT32_MAX));
+            return check_job_groups(load_config(path, ""), max_job_id, name_service_groups());
+        };
     }
-    auto cfg = load_admin_device_config(config);
-    SysfsRoot sysroot(root);
-    auto results = run_doctor(sysroot, cfg ? &*cfg : nullptr, opts);
-    if (json) std::printf("%s\n", json_dump(doctor_to_json(results).get(), true).c_str());
+    if (!opts.shares_check) opts.shares_check = [path] { return check_shares(load_config(path, "")); };
+}
+
+}  // namespace
+
+int cmd_doctor(const Args& args) {
+    DoctorArgs d;
+    if (std::optional<int> status = parse_doctor_args(args, d)) return *status;
+    if (!d.opts.slurm_check) d.opts.slurm_check = check_slurm;
+    add_config_checks(d.config.empty() ? std::string(SVM_SYSCONFDIR) + "/slurm-vm.json" : d.config, d.opts);
+    auto cfg = load_admin_device_config(d.config);
+    SysfsRoot sysroot(d.root);
+    auto results = run_doctor(sysroot, cfg ? &*cfg : nullptr, d.opts);
+    if (d.json) std::printf("%s\n", json_dump(doctor_to_json(results).get(), true).c_str());
     else std::fputs(format_doctor(results).c_str(), stdout);
     return doctor_failed(results) ? 1 : 0;
 }

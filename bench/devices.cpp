@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "deadline.hpp"
 #include "device_plan.hpp"
 #include "device_scenarios.hpp"
 #include "device_steps.hpp"

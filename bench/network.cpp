@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "guest_net.hpp"
 #include "proc.hpp"

@@ -381,6 +381,39 @@ int live_until_stopped(Guest& g) {
     return 0;
 }
 
+// The times of the steps (ms on the monotonic clock), as main takes them.
+struct Timings {
+    double t0 = 0, overlay = 0, root = 0, conn = 0, created = 0, waited = 0, exec = 0, destroyed = 0, removed = 0;
+};
+
+// The run's JSON line, which bench/run reads.
+void report(const Timings& t, const std::string& waited_for, int exec_rc, bool caps_probed,
+            const struct timespec& created_at) {
+    std::printf(
+        "{\"overlay_ms\": %.1f, \"root_ms\": %.1f, \"connect_ms\": %.1f, \"define_create_ms\": %.1f, "
+        "\"start_ms\": %.1f, \"waited_for\": \"%s\", \"wait_ms\": %.1f, \"boot_ms\": %.1f, \"stopped_early\": %s, "
+        "\"exec_ms\": %.1f, \"exec_rc\": %d, \"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f, "
+        "\"caps_probed\": %s, \"created_at\": %lld.%06ld}\n",
+        t.overlay - t.t0, t.root - t.overlay, t.conn - t.root, t.created - t.conn, t.created - t.t0, waited_for.c_str(),
+        t.waited - t.created, t.waited - t.conn, waited_for == "stopped" ? "true" : "false", t.exec - t.waited, exec_rc,
+        t.destroyed - t.exec, t.removed - t.destroyed, t.removed - t.exec, caps_probed ? "true" : "false",
+        static_cast<long long>(created_at.tv_sec), created_at.tv_nsec / 1000);
+}
+
+std::string read_or_die(const std::string& path) {
+    std::string text = read_all(path);
+    if (text.empty()) die("cannot read " + path);
+    return text;
+}
+
+void on_stop_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,21 +423,13 @@ int main(int argc, char** argv) {
         usage();
         return 2;
     }
-    std::string xml = read_all(a.xml_file);
-    if (xml.empty()) die("cannot read " + a.xml_file);
-    std::string conf = read_all(a.qemu_conf);
-    if (conf.empty()) die("cannot read " + a.qemu_conf);
-
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    std::string xml = read_or_die(a.xml_file), conf = read_or_die(a.qemu_conf);
+    on_stop_signals();
     start_libvirt();
-
-    double t0 = now_ms();
+    Timings t;
+    t.t0 = now_ms();
     if (!a.overlay.empty()) create_overlay(a);
-    double t_overlay = now_ms();
+    t.overlay = now_ms();
     std::vector<pid_t> vfs_pids;
     for (const auto& v : a.virtiofs) vfs_pids.push_back(start_share(a, v));
     struct ShareReaper {
@@ -415,45 +440,36 @@ int main(int argc, char** argv) {
     } share_reaper{vfs_pids};
     std::string caps_src = a.caps_from + "/cache/qemu/capabilities", caps_dst = a.root + "/cache/qemu/capabilities";
     prepare_root(a, conf, caps_dst);
-    double t_root = now_ms();
+    t.root = now_ms();
     std::string caps_before = caps_fingerprint(caps_dst);
     std::string uri = "qemu:///embed?root=" + a.root;
     Guest g;
     g.conn = virConnectOpen(uri.c_str());
     if (!g.conn) die("connect " + uri + ": " + last_error());
-    double t_conn = now_ms();
+    t.conn = now_ms();
     create_domain(g, xml, a.backing);
-    double t_created = now_ms();
+    t.created = now_ms();
     struct timespec created_at;  // on the clock bench/run reads, for the time since it launched us
     clock_gettime(CLOCK_REALTIME, &created_at);
     bool caps_probed = caps_fingerprint(caps_dst) != caps_before;
     // As the keeper refreshes the node's cache: the next start finds fresh capabilities.
     if (caps_probed) copy_caps(caps_dst, caps_src);
 
-    std::string waited_for = wait_for_guest(a, g, t_created);
-    double t_waited = waited_for == "none" ? t_created : now_ms();
+    std::string waited_for = wait_for_guest(a, g, t.created);
+    t.waited = waited_for == "none" ? t.created : now_ms();
     // 4b. The first command (in the network namespace, like the wait).
     int exec_rc = -1;
     if (!a.exec_cmd.empty() && (waited_for == "ssh" || waited_for == "console"))
         exec_rc = run({"/bin/sh", "-c", a.exec_cmd});
-    double t_exec = now_ms();
+    t.exec = now_ms();
     if (!a.destroy && a.remove_dirs.empty()) return live_until_stopped(g);
 
     // 5. Tear down.
     if (virDomainIsActive(g.dom) == 1 && virDomainDestroy(g.dom) != 0) g.fail("virDomainDestroy: " + last_error());
     g.end();
-    double t_destroyed = now_ms();
+    t.destroyed = now_ms();
     for (const auto& dir : a.remove_dirs) ::nftw(dir.c_str(), rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    double t_removed = now_ms();
-
-    std::printf(
-        "{\"overlay_ms\": %.1f, \"root_ms\": %.1f, \"connect_ms\": %.1f, \"define_create_ms\": %.1f, "
-        "\"start_ms\": %.1f, \"waited_for\": \"%s\", \"wait_ms\": %.1f, \"boot_ms\": %.1f, \"stopped_early\": %s, "
-        "\"exec_ms\": %.1f, \"exec_rc\": %d, \"destroy_ms\": %.1f, \"remove_ms\": %.1f, \"teardown_ms\": %.1f, "
-        "\"caps_probed\": %s, \"created_at\": %lld.%06ld}\n",
-        t_overlay - t0, t_root - t_overlay, t_conn - t_root, t_created - t_conn, t_created - t0, waited_for.c_str(),
-        t_waited - t_created, t_waited - t_conn, waited_for == "stopped" ? "true" : "false", t_exec - t_waited, exec_rc,
-        t_destroyed - t_exec, t_removed - t_destroyed, t_removed - t_exec, caps_probed ? "true" : "false",
-        static_cast<long long>(created_at.tv_sec), created_at.tv_nsec / 1000);
+    t.removed = now_ms();
+    report(t, waited_for, exec_rc, caps_probed, created_at);
     return 0;
 }

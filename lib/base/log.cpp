@@ -19,6 +19,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/sinks/syslog_sink.h>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "proc.hpp"
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <utility>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 
@@ -56,12 +57,6 @@ void drop_privileges(const Credentials& as) {
     uid_t r, e, s;
     if (::getresuid(&r, &e, &s) != 0 || r != as.uid || e != as.uid || s != as.uid)
         SVM_THROW("could not drop privileges to uid " + std::to_string(as.uid));
-}
-
-long now_ms() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 namespace {
@@ -247,101 +242,100 @@ pid_t fork_child(const Prepared& p) {
 constexpr int kKilledGraceMs = 2000;
 
 void reap_killed(pid_t pid, int& st, int grace_ms) {
-    for (long end = now_ms() + grace_ms;; ::usleep(2000)) {
+    bool ended = poll_until(Deadline(Milliseconds(grace_ms)), Milliseconds(2), [&] {
         pid_t w = ::waitpid(pid, &st, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR)) return;
-        if (now_ms() >= end) {
-            st = SIGKILL;  // reads as killed
-            return;
-        }
+        return w == pid || (w < 0 && errno != EINTR);
+    });
+    if (!ended) st = SIGKILL;  // reads as killed
+}
+
+// The child's pipes as collect() serves them: stdin written from
+// `in_data`, stdout and stderr read; -1 once closed.
+struct ChildIo {
+    int in = -1, out = -1, err = -1;
+    const std::string& in_data;
+    size_t in_off = 0;
+    bool open() const { return in >= 0 || out >= 0 || err >= 0; }
+    void close_all() {
+        for (int* fd : {&in, &out, &err})
+            if (*fd >= 0) ::close(std::exchange(*fd, -1));
     }
+};
+
+// Reads what came on fd into `into`; closes fd at its end.
+void read_into(int& fd, std::string& into) {
+    char buf[65536];
+    ssize_t k = ::read(fd, buf, sizeof buf);
+    if (k > 0) into.append(buf, static_cast<size_t>(k));
+    else ::close(std::exchange(fd, -1));
+}
+
+// Writes the next part of stdin; closes it once all is written or the
+// child no longer reads.
+void write_some(ChildIo& io) {
+    ssize_t w = ::write(io.in, io.in_data.data() + io.in_off, io.in_data.size() - io.in_off);
+    if (w > 0) io.in_off += static_cast<size_t>(w);
+    if (w < 0 || io.in_off >= io.in_data.size()) ::close(std::exchange(io.in, -1));
+}
+
+// One poll of the child's pipes, and what it found ready served. False
+// when collecting ends here: the deadline passed or the output went over
+// max_output (the child is killed), or poll failed.
+bool serve_pipes(pid_t pid, ChildIo& io, const Deadline& deadline, size_t max_output, RunResult& r) {
+    struct pollfd p[3];
+    int n = 0, ii = -1, oi = -1, ei = -1;
+    if (io.in >= 0) p[ii = n++] = {io.in, POLLOUT, 0};
+    if (io.out >= 0) p[oi = n++] = {io.out, POLLIN, 0};
+    if (io.err >= 0) p[ei = n++] = {io.err, POLLIN, 0};
+    if (deadline.expired()) {
+        r.timed_out = true;
+        ::kill(pid, SIGKILL);
+        return false;
+    }
+    int pr = ::poll(p, static_cast<nfds_t>(n), deadline.remaining_ms());
+    if (pr < 0 && errno != EINTR) return false;
+    if (pr <= 0) return true;
+    if (max_output && (r.out.size() > max_output || r.err.size() > max_output)) {
+        r.truncated = true;  // bounded: the command is stopped, not read on
+        ::kill(pid, SIGKILL);
+        return false;
+    }
+    if (ii >= 0 && p[ii].revents) write_some(io);
+    if (oi >= 0 && p[oi].revents) read_into(io.out, r.out);
+    if (ei >= 0 && p[ei].revents) read_into(io.err, r.err);
+    return true;
+}
+
+// The child's wait status once its output is closed: it may still be
+// running (it closed its fds), until the deadline.
+int wait_for_child(pid_t pid, const Deadline& deadline, RunResult& r) {
+    int st = 0;
+    if (r.timed_out || r.truncated) {
+        reap_killed(pid, st, kKilledGraceMs);
+        return st;
+    }
+    bool ended = poll_until(deadline, Milliseconds(2), [&] {
+        pid_t w = ::waitpid(pid, &st, WNOHANG);
+        return w == pid || (w < 0 && errno != EINTR);
+    });
+    if (!ended) {
+        r.timed_out = true;
+        ::kill(pid, SIGKILL);
+        reap_killed(pid, st, kKilledGraceMs);
+    }
+    return st;
 }
 
 RunResult collect(pid_t pid, int in_fd, int out_fd, int err_fd, const std::string& in_data, int timeout_ms,
                   size_t max_output = 0) {
     RunResult r;
-    size_t in_off = 0;
-    if (in_fd >= 0 && in_data.empty()) {
-        ::close(in_fd);
-        in_fd = -1;
+    ChildIo io{in_fd, out_fd, err_fd, in_data};
+    if (io.in >= 0 && in_data.empty()) ::close(std::exchange(io.in, -1));
+    const Deadline deadline{Milliseconds(timeout_ms)};
+    while (io.open() && serve_pipes(pid, io, deadline, max_output, r)) {
     }
-    long deadline = now_ms() + timeout_ms;
-    char buf[65536];
-    while (out_fd >= 0 || err_fd >= 0 || in_fd >= 0) {
-        struct pollfd p[3];
-        int n = 0;
-        int io = -1, oo = -1, eo = -1;
-        if (in_fd >= 0) {
-            io = n;
-            p[n++] = {in_fd, POLLOUT, 0};
-        }
-        if (out_fd >= 0) {
-            oo = n;
-            p[n++] = {out_fd, POLLIN, 0};
-        }
-        if (err_fd >= 0) {
-            eo = n;
-            p[n++] = {err_fd, POLLIN, 0};
-        }
-        long left = deadline - now_ms();
-        if (left <= 0) {
-            r.timed_out = true;
-            ::kill(pid, SIGKILL);
-            break;
-        }
-        int pr = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(left));
-        if (pr < 0 && errno != EINTR) break;
-        if (pr <= 0) continue;
-        if (max_output && (r.out.size() > max_output || r.err.size() > max_output)) {
-            r.truncated = true;  // bounded: the command is stopped, not read on
-            ::kill(pid, SIGKILL);
-            break;
-        }
-        if (io >= 0 && p[io].revents) {
-            ssize_t w = ::write(in_fd, in_data.data() + in_off, in_data.size() - in_off);
-            if (w > 0) in_off += static_cast<size_t>(w);
-            if (w < 0 || in_off >= in_data.size()) {
-                ::close(in_fd);
-                in_fd = -1;
-            }
-        }
-        if (oo >= 0 && p[oo].revents) {
-            ssize_t k = ::read(out_fd, buf, sizeof buf);
-            if (k > 0) r.out.append(buf, static_cast<size_t>(k));
-            else {
-                ::close(out_fd);
-                out_fd = -1;
-            }
-        }
-        if (eo >= 0 && p[eo].revents) {
-            ssize_t k = ::read(err_fd, buf, sizeof buf);
-            if (k > 0) r.err.append(buf, static_cast<size_t>(k));
-            else {
-                ::close(err_fd);
-                err_fd = -1;
-            }
-        }
-    }
-    for (int fd : {in_fd, out_fd, err_fd})
-        if (fd >= 0) ::close(fd);
-    int st = 0;
-    if (r.timed_out || r.truncated) {
-        reap_killed(pid, st, kKilledGraceMs);
-    } else {
-        // Output closed; the child may still be running (it closed its fds).
-        for (;;) {
-            pid_t w = ::waitpid(pid, &st, WNOHANG);
-            if (w == pid) break;
-            if (w < 0 && errno != EINTR) break;
-            if (now_ms() > deadline) {
-                r.timed_out = true;
-                ::kill(pid, SIGKILL);
-                reap_killed(pid, st, kKilledGraceMs);
-                break;
-            }
-            ::usleep(2000);
-        }
-    }
+    io.close_all();
+    int st = wait_for_child(pid, deadline, r);
     if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
     else if (WIFSIGNALED(st)) r.status = 128 + WTERMSIG(st);
     return r;
@@ -557,7 +551,7 @@ void reap_exited_children(const std::string& comm_prefix) {
 void adopt_orphans_and_reap(const std::string& comm_prefix) {
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) SVM_THROW_ERRNO("prctl(PR_SET_CHILD_SUBREAPER)");
     std::thread([comm_prefix] {
-        for (;; ::usleep(100000)) {
+        for (;; pause_for(Milliseconds(100))) {
             try {
                 reap_exited_children(comm_prefix);
             } catch (const Error&) {
@@ -569,8 +563,8 @@ void adopt_orphans_and_reap(const std::string& comm_prefix) {
 
 void wait_until_reaped(pid_t pid, int timeout_ms) {
     if (pid <= 1) return;
-    for (long end = now_ms() + timeout_ms; now_ms() < end; ::usleep(2000))
-        if (::kill(pid, 0) != 0 && errno == ESRCH) return;
+    poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(2),
+               [pid] { return ::kill(pid, 0) != 0 && errno == ESRCH; });
 }
 
 namespace {
@@ -608,16 +602,11 @@ bool process_recorded_alive(const std::string& pid_file, const std::string& expe
 void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
     pid_t pid = recorded_pid(pid_file);
     if (!pid || !runs(pid, expect)) return;
+    auto ended = [&] { return !runs(pid, expect); };
     ::kill(pid, SIGTERM);
-    for (int waited = 0; waited < grace_ms; waited += 50) {
-        if (!runs(pid, expect)) return;
-        ::usleep(50000);
-    }
+    if (poll_until(Deadline(Milliseconds(grace_ms)), Milliseconds(50), ended)) return;
     ::kill(pid, SIGKILL);
-    for (int waited = 0; waited < 5000; waited += 10) {
-        if (!runs(pid, expect)) return;
-        ::usleep(10000);
-    }
+    if (poll_until(Deadline(Milliseconds(5000)), Milliseconds(10), ended)) return;
     SVM_THROW("process " + std::to_string(pid) + " (" + expect + ") did not exit after SIGKILL");
 }
 

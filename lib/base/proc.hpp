@@ -134,9 +134,6 @@ void spawn_detached(const std::vector<std::string>& argv, const std::string& log
 
 std::string shell_quote(const std::string& s);
 
-// The monotonic clock in milliseconds (timeouts, durations).
-long now_ms();
-
 // "NAME=value" for each of `names` set in this process's environment (to pass
 // e.g. PATH and SLURM_CONF on to a Slurm command run with RunOptions::env).
 std::vector<std::string> inherited_env(std::initializer_list<const char*> names);

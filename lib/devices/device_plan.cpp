@@ -113,68 +113,72 @@ DevicePlan plan_devices(const SysfsRoot& root, const DeviceConfig& cfg, const st
     return plan(root, cfg, allocated);
 }
 
-static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vector<PlannedDevice> allocated) {
-    DevicePlan plan;
-    IommuState iommu = read_iommu_state(root);
+namespace {
 
-    // 2. Each allocated function: present, in a group, resettable, group viable.
-    std::vector<PlannedDevice> all = allocated;
-    for (auto& d : allocated) {
-        const std::string a = d.address.str();
-        if (!pci_device_exists(root, d.address))
-            SVM_THROW(a + (d.gres_file.empty() ? "" : " (" + d.gres_file + ")") + ": no such PCI device (" +
-                      root.pci_device(d.address) + " missing)");
-        PciDevice dev = read_pci_device(root, d.address);
-        if (!dev.iommu_group) {
-            if (!iommu.enabled)
-                SVM_THROW(a + ": no IOMMU group (" + root.pci_attr(d.address, "iommu_group") +
-                          " missing): the IOMMU is off on this node; " + iommu_fix_hint(iommu));
+// 2. One allocated function: present, in a group, resettable, its group's
+// interrupts safe; its driver, group and node filled in.
+void check_allocated(const SysfsRoot& root, const DeviceConfig& cfg, const IommuState& iommu, PlannedDevice& d) {
+    const std::string a = d.address.str();
+    if (!pci_device_exists(root, d.address))
+        SVM_THROW(a + (d.gres_file.empty() ? "" : " (" + d.gres_file + ")") + ": no such PCI device (" +
+                  root.pci_device(d.address) + " missing)");
+    PciDevice dev = read_pci_device(root, d.address);
+    if (!dev.iommu_group) {
+        if (!iommu.enabled)
             SVM_THROW(a + ": no IOMMU group (" + root.pci_attr(d.address, "iommu_group") +
-                      " missing) although the IOMMU is on; the device cannot be isolated for a guest");
-        }
-        if (const GpuConfig* g = cfg.gpu_by_pci(d.address); g && g->vfio_group && *g->vfio_group != *dev.iommu_group)
-            SVM_THROW(a + ": configured with vfio_group " + std::to_string(*g->vfio_group) +
-                      " but sysfs puts it in IOMMU group " + std::to_string(*dev.iommu_group));
-        if (!dev.can_reset() && !cfg.policy.allow_no_reset)
-            SVM_THROW(a + ": no usable reset method (" + root.pci_attr(d.address, "reset_method") +
-                      " absent or empty): its state could leak from one job to the next; "
-                      "set devices.policy.allow_no_reset to accept this device anyway");
-        if (iommu.interrupt_remapping == Tristate::no && !cfg.policy.allow_unsafe_interrupts)
-            SVM_THROW(a + ": interrupt remapping is off on this node (no IR- interrupt domains in " +
-                      root.proc("interrupts") +
-                      "), so a guest could forge interrupts; enable it (remove intremap=off/nointremap, enable x2APIC/"
-                      "interrupt remapping in the firmware) or set devices.policy.allow_unsafe_interrupts");
-        if (iommu.allow_unsafe_interrupts && !cfg.policy.allow_unsafe_interrupts)
-            SVM_THROW(a + ": vfio_iommu_type1 allow_unsafe_interrupts is Y (" +
-                      root.module_param("vfio_iommu_type1", "allow_unsafe_interrupts") +
-                      "); the site policy does not accept unsafe interrupts: remove the module option, or set "
-                      "devices.policy.allow_unsafe_interrupts");
-        d.driver = dev.driver;
-        d.iommu_group = *dev.iommu_group;
-        d.numa_node = dev.numa_node;
-        d.needs_bind = dev.driver != "vfio-pci";
-        for (auto& x : all)
-            if (x.address == d.address) x = d;
-
-        // Companions: other functions of the same slot in the same group.
-        for (const auto& m : iommu_group_details(root, d.iommu_group)) {
-            if (m.bridge || !m.address.same_slot(d.address)) continue;
-            if (std::any_of(all.begin(), all.end(), [&](const PlannedDevice& x) { return x.address == m.address; }))
-                continue;
-            if (cfg.gpu_by_pci(m.address)) continue;  // another GPU: reported as a conflict below
-            PciDevice cd = read_pci_device(root, m.address);
-            PlannedDevice c;
-            c.address = m.address;
-            c.role = "companion";
-            c.driver = cd.driver;
-            c.iommu_group = d.iommu_group;
-            c.numa_node = cd.numa_node;
-            c.needs_bind = cd.driver != "vfio-pci";
-            all.push_back(c);
-        }
+                      " missing): the IOMMU is off on this node; " + iommu_fix_hint(iommu));
+        SVM_THROW(a + ": no IOMMU group (" + root.pci_attr(d.address, "iommu_group") +
+                  " missing) although the IOMMU is on; the device cannot be isolated for a guest");
     }
+    if (const GpuConfig* g = cfg.gpu_by_pci(d.address); g && g->vfio_group && *g->vfio_group != *dev.iommu_group)
+        SVM_THROW(a + ": configured with vfio_group " + std::to_string(*g->vfio_group) +
+                  " but sysfs puts it in IOMMU group " + std::to_string(*dev.iommu_group));
+    if (!dev.can_reset() && !cfg.policy.allow_no_reset)
+        SVM_THROW(a + ": no usable reset method (" + root.pci_attr(d.address, "reset_method") +
+                  " absent or empty): its state could leak from one job to the next; "
+                  "set devices.policy.allow_no_reset to accept this device anyway");
+    if (iommu.interrupt_remapping == Tristate::no && !cfg.policy.allow_unsafe_interrupts)
+        SVM_THROW(a + ": interrupt remapping is off on this node (no IR- interrupt domains in " +
+                  root.proc("interrupts") +
+                  "), so a guest could forge interrupts; enable it (remove intremap=off/nointremap, enable x2APIC/"
+                  "interrupt remapping in the firmware) or set devices.policy.allow_unsafe_interrupts");
+    if (iommu.allow_unsafe_interrupts && !cfg.policy.allow_unsafe_interrupts)
+        SVM_THROW(a + ": vfio_iommu_type1 allow_unsafe_interrupts is Y (" +
+                  root.module_param("vfio_iommu_type1", "allow_unsafe_interrupts") +
+                  "); the site policy does not accept unsafe interrupts: remove the module option, or set "
+                  "devices.policy.allow_unsafe_interrupts");
+    d.driver = dev.driver;
+    d.iommu_group = *dev.iommu_group;
+    d.numa_node = dev.numa_node;
+    d.needs_bind = dev.driver != "vfio-pci";
+}
 
-    // 3. Group viability, with the companions included.
+// Companions of d: the other functions of its slot in its group (not
+// another GPU: check_groups reports that as a conflict), added to `all`.
+void add_companions(const SysfsRoot& root, const DeviceConfig& cfg, const PlannedDevice& d,
+                    std::vector<PlannedDevice>& all) {
+    for (const auto& m : iommu_group_details(root, d.iommu_group)) {
+        if (m.bridge || !m.address.same_slot(d.address)) continue;
+        if (std::any_of(all.begin(), all.end(), [&](const PlannedDevice& x) { return x.address == m.address; }))
+            continue;
+        if (cfg.gpu_by_pci(m.address)) continue;
+        PciDevice cd = read_pci_device(root, m.address);
+        PlannedDevice c;
+        c.address = m.address;
+        c.role = "companion";
+        c.driver = cd.driver;
+        c.iommu_group = d.iommu_group;
+        c.numa_node = cd.numa_node;
+        c.needs_bind = cd.driver != "vfio-pci";
+        all.push_back(c);
+    }
+}
+
+// 3. Group viability, with the companions included: every other endpoint
+// of an allocated function's group is on a driver that is safe beside a
+// guest, and no other GPU. Returns the groups.
+std::set<int> check_groups(const SysfsRoot& root, const DeviceConfig& cfg, const std::vector<PlannedDevice>& allocated,
+                           const std::vector<PlannedDevice>& all) {
     std::vector<PciAddress> job;
     for (const auto& d : all) job.push_back(d.address);
     std::set<int> groups;
@@ -194,15 +198,13 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
                       "to a slot with its own group (ACS)");
         }
     }
+    return groups;
+}
 
-    std::sort(all.begin(), all.end(),
-              [](const PlannedDevice& x, const PlannedDevice& y) { return x.address < y.address; });
-    plan.devices = all;
-    plan.iommu_groups.assign(groups.begin(), groups.end());
-
-    // 4. NUMA placement.
+// 4. NUMA placement of plan.devices: their nodes and those nodes' CPUs.
+void place_numa(const SysfsRoot& root, DevicePlan& plan) {
     std::set<int> nodes;
-    for (const auto& d : all)
+    for (const auto& d : plan.devices)
         if (d.numa_node >= 0) nodes.insert(d.numa_node);
     plan.numa_nodes.assign(nodes.begin(), nodes.end());
     if (nodes.size() == 1) plan.numa_node = *nodes.begin();
@@ -217,13 +219,34 @@ static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vect
         auto c = parse_cpulist(*list);
         cpus.insert(cpus.end(), c.begin(), c.end());
     }
-    if (cpus.empty() && !all.empty()) {
+    if (cpus.empty() && !plan.devices.empty()) {
         // No NUMA information: the kernel's local_cpulist of the first device.
-        if (auto l = root.read_attr(root.pci_attr(all.front().address, "local_cpulist"))) cpus = parse_cpulist(*l);
+        if (auto l = root.read_attr(root.pci_attr(plan.devices.front().address, "local_cpulist")))
+            cpus = parse_cpulist(*l);
     }
     std::sort(cpus.begin(), cpus.end());
     cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
     plan.cpus = format_cpulist(cpus);
+}
+
+}  // namespace
+
+static DevicePlan plan(const SysfsRoot& root, const DeviceConfig& cfg, std::vector<PlannedDevice> allocated) {
+    DevicePlan plan;
+    IommuState iommu = read_iommu_state(root);
+    std::vector<PlannedDevice> all = allocated;
+    for (auto& d : allocated) {
+        check_allocated(root, cfg, iommu, d);
+        for (auto& x : all)
+            if (x.address == d.address) x = d;
+        add_companions(root, cfg, d, all);
+    }
+    std::set<int> groups = check_groups(root, cfg, allocated, all);
+    std::sort(all.begin(), all.end(),
+              [](const PlannedDevice& x, const PlannedDevice& y) { return x.address < y.address; });
+    plan.devices = all;
+    plan.iommu_groups.assign(groups.begin(), groups.end());
+    place_numa(root, plan);
     if (iommu.interrupt_remapping == Tristate::unknown)
         plan.warnings.push_back("interrupt remapping state unknown (" + root.proc("interrupts") + " unreadable)");
     return plan;

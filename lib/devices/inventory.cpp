@@ -85,62 +85,79 @@ Json build_inventory(const SysfsRoot& root, const DeviceConfig* cfg, const Inven
     return inv.take();
 }
 
-std::string format_inventory_table(const json_t* inv) {
-    std::string out;
-    const json_t* node = json_object_get(inv, "node");
+namespace {
+
+// The node's lines above the table: IOMMU, interrupts, vfio-pci, NUMA.
+std::string node_summary(const json_t* node) {
     auto b = [&](const char* k) { return json_is_true(json_object_get(node, k)) ? "yes" : "no"; };
-    out += std::string("IOMMU: ") + b("iommu_enabled") + " (" +
-           std::to_string(json_integer_value(json_object_get(node, "iommu_groups"))) + " groups)" +
-           "   interrupt remapping: " + json_string_value(json_object_get(node, "interrupt_remapping")) +
-           "   allow_unsafe_interrupts: " + b("allow_unsafe_interrupts") + "   vfio-pci: " + b("vfio_pci") + "\n";
+    std::string out = std::string("IOMMU: ") + b("iommu_enabled") + " (" +
+                      std::to_string(json_integer_value(json_object_get(node, "iommu_groups"))) + " groups)" +
+                      "   interrupt remapping: " + json_string_value(json_object_get(node, "interrupt_remapping")) +
+                      "   allow_unsafe_interrupts: " + b("allow_unsafe_interrupts") + "   vfio-pci: " + b("vfio_pci") +
+                      "\n";
     size_t i;
     json_t* n;
     json_array_foreach(json_object_get(node, "numa_nodes"), i, n) {
         out += "NUMA node " + std::to_string(json_integer_value(json_object_get(n, "node"))) + ": CPUs " +
                json_string_value(json_object_get(n, "cpus")) + "\n";
     }
-    out += "\n";
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"ADDRESS", "ID", "KIND", "DRIVER", "NUMA", "CPUS", "GROUP", "RESET", "SR-IOV", "NOTES"});
-    json_t* d;
-    json_array_foreach(json_object_get(inv, "devices"), i, d) {
-        auto s = [&](const char* k) {
-            json_t* v = json_object_get(d, k);
-            return json_is_string(v) ? std::string(json_string_value(v)) : std::string("-");
-        };
-        std::string group = "-";
-        if (json_t* g = json_object_get(d, "iommu_group"); json_is_integer(g)) {
-            group = std::to_string(json_integer_value(g));
-            size_t k;
-            json_t* m;
-            std::string others;
-            json_array_foreach(json_object_get(d, "group_members"), k, m) {
-                others += (others.empty() ? "" : ",") + std::string(json_string_value(json_object_get(m, "address")));
-            }
-            if (!others.empty()) group += " (+" + others + ")";
-        }
-        std::string resets;
+    return out;
+}
+
+// The strings of a JSON array of strings, joined with `sep`.
+std::string joined(const json_t* array, const char* sep) {
+    std::string out;
+    size_t k;
+    json_t* v;
+    json_array_foreach(array, k, v) out += (out.empty() ? "" : sep) + std::string(json_string_value(v));
+    return out;
+}
+
+// One device's row of the table.
+std::vector<std::string> device_row(const json_t* d) {
+    auto s = [&](const char* k) {
+        json_t* v = json_object_get(d, k);
+        return json_is_string(v) ? std::string(json_string_value(v)) : std::string("-");
+    };
+    std::string group = "-";
+    if (json_t* g = json_object_get(d, "iommu_group"); json_is_integer(g)) {
+        group = std::to_string(json_integer_value(g));
         size_t k;
-        json_t* r;
-        json_array_foreach(json_object_get(d, "reset_methods"), k, r) resets +=
-            (resets.empty() ? "" : ",") + std::string(json_string_value(r));
-        if (resets.empty()) resets = json_is_true(json_object_get(d, "resettable")) ? "yes" : "none";
-        std::string sriov = "-";
-        if (json_t* sv = json_object_get(d, "sriov"); json_is_object(sv))
-            sriov = std::to_string(json_integer_value(json_object_get(sv, "numvfs"))) + "/" +
-                    std::to_string(json_integer_value(json_object_get(sv, "totalvfs")));
-        std::string notes = s("configured") == "-" ? "" : "configured " + s("configured");
-        json_t* p;
-        json_array_foreach(json_object_get(d, "problems"), k, p) notes +=
-            (notes.empty() ? "" : "; ") + std::string(json_string_value(p));
-        if (s("name") != "-") notes = s("name") + (notes.empty() ? "" : "; " + notes);
-        rows.push_back({s("address"), s("vendor_device"), s("kind"), s("driver"),
-                        std::to_string(json_integer_value(json_object_get(d, "numa_node"))), s("local_cpus"), group,
-                        resets, sriov, notes});
+        json_t* m;
+        std::string others;
+        json_array_foreach(json_object_get(d, "group_members"), k, m) {
+            others += (others.empty() ? "" : ",") + std::string(json_string_value(json_object_get(m, "address")));
+        }
+        if (!others.empty()) group += " (+" + others + ")";
     }
+    std::string resets = joined(json_object_get(d, "reset_methods"), ",");
+    if (resets.empty()) resets = json_is_true(json_object_get(d, "resettable")) ? "yes" : "none";
+    std::string sriov = "-";
+    if (json_t* sv = json_object_get(d, "sriov"); json_is_object(sv))
+        sriov = std::to_string(json_integer_value(json_object_get(sv, "numvfs"))) + "/" +
+                std::to_string(json_integer_value(json_object_get(sv, "totalvfs")));
+    std::string notes = s("configured") == "-" ? "" : "configured " + s("configured");
+    std::string problems = joined(json_object_get(d, "problems"), "; ");
+    if (!problems.empty()) notes += (notes.empty() ? "" : "; ") + problems;
+    if (s("name") != "-") notes = s("name") + (notes.empty() ? "" : "; " + notes);
+    return {s("address"),
+            s("vendor_device"),
+            s("kind"),
+            s("driver"),
+            std::to_string(json_integer_value(json_object_get(d, "numa_node"))),
+            s("local_cpus"),
+            group,
+            resets,
+            sriov,
+            notes};
+}
+
+// The rows in columns two spaces apart, trailing blanks cut.
+std::string aligned(const std::vector<std::vector<std::string>>& rows) {
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto& row : rows)
         for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    std::string out;
     for (const auto& row : rows) {
         std::string line;
         for (size_t c = 0; c < row.size(); ++c) {
@@ -150,6 +167,19 @@ std::string format_inventory_table(const json_t* inv) {
         while (!line.empty() && line.back() == ' ') line.pop_back();
         out += line + "\n";
     }
+    return out;
+}
+
+}  // namespace
+
+std::string format_inventory_table(const json_t* inv) {
+    std::string out = node_summary(json_object_get(inv, "node")) + "\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"ADDRESS", "ID", "KIND", "DRIVER", "NUMA", "CPUS", "GROUP", "RESET", "SR-IOV", "NOTES"});
+    size_t i;
+    json_t* d;
+    json_array_foreach(json_object_get(inv, "devices"), i, d) rows.push_back(device_row(d));
+    out += aligned(rows);
     if (rows.size() == 1) out += "(no GPU or network function found)\n";
     return out;
 }

@@ -99,9 +99,7 @@ std::string hostdev_xml(const DomainSpec& s) {
     return ctl + dev;
 }
 
-}  // namespace
-
-std::string domain_xml(const DomainSpec& s) {
+void check_domain_spec(const DomainSpec& s) {
     if (s.name.empty()) SVM_THROW("domain needs a name");
     if (s.host_cpus.empty()) SVM_THROW("domain " + s.name + " needs at least one CPU");
     if (s.base_format != "qcow2" && s.base_format != "raw")
@@ -109,11 +107,12 @@ std::string domain_xml(const DomainSpec& s) {
     if (s.hugepage_kib < 0 || (s.hugepage_kib > 0 && (s.memory_mib * 1024) % s.hugepage_kib != 0))
         SVM_THROW("domain " + s.name + ": memory of " + std::to_string(s.memory_mib) +
                   " MiB is not a whole number of " + std::to_string(s.hugepage_kib) + " KiB hugepages");
-    auto e = xml_escape;
-    std::string x;
-    x += "<domain type='" + e(s.type) + "'>\n";
-    x += "  <name>" + e(s.name) + "</name>\n";
-    x += "  <memory unit='MiB'>" + std::to_string(s.memory_mib) + "</memory>\n";
+}
+
+// The guest's memory: its size, its backing (hugepages, shared with
+// virtiofsd), its vCPUs pinned to the job's CPUs, and its host NUMA nodes.
+std::string memory_and_cpus_xml(const DomainSpec& s) {
+    std::string x = "  <memory unit='MiB'>" + std::to_string(s.memory_mib) + "</memory>\n";
     // virtiofsd reads and writes guest memory itself: it must be shared.
     bool shared = std::any_of(s.shares.begin(), s.shares.end(), [](const ShareSpec& sh) { return !sh.socket.empty(); });
     if (s.hugepage_kib > 0) {
@@ -139,10 +138,16 @@ std::string domain_xml(const DomainSpec& s) {
         for (int n : s.numa_interleave) set += (set.empty() ? "" : ",") + std::to_string(n);
         x += "  <numatune>\n    <memory mode='interleave' nodeset='" + set + "'/>\n  </numatune>\n";
     }
+    return x;
+}
+
+// How the guest boots and what machine it runs on, up to its devices.
+std::string machine_xml(const DomainSpec& s) {
+    auto e = xml_escape;
     // q35 (PCIe) only for guests with passthrough devices: their layout needs
     // PCIe root and switch ports; every other guest stays as it was.
-    x += std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") +
-         "'>hvm</type>\n";
+    std::string x = std::string("  <os>\n    <type arch='x86_64' machine='") + (s.hostdevs.empty() ? "pc" : "q35") +
+                    "'>hvm</type>\n";
     if (!s.kernel.empty()) {
         x += "    <kernel>" + e(s.kernel) + "</kernel>\n";
         if (!s.initrd.empty()) x += "    <initrd>" + e(s.initrd) + "</initrd>\n";
@@ -160,11 +165,15 @@ std::string domain_xml(const DomainSpec& s) {
     if (s.type == "kvm") x += "  <cpu mode='host-passthrough' check='none'/>\n";
     x += "  <clock offset='utc'/>\n";
     x += "  <on_poweroff>destroy</on_poweroff>\n  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n";
-    x += "  <devices>\n";
-    x += "    <emulator>" + e(s.emulator) + "</emulator>\n";
+    return x;
+}
+
+// The job's disk (the overlay over the user's image) and the seed.
+std::string disks_xml(const DomainSpec& s) {
+    auto e = xml_escape;
     // The overlay's only backing is the user's image, format pinned; the
     // user's image has an explicitly empty chain: QEMU opens nothing else.
-    x += "    <disk type='file' device='disk'>\n";
+    std::string x = "    <disk type='file' device='disk'>\n";
     x += "      <driver name='qemu' type='qcow2' discard='unmap'/>\n";
     x += "      <source file='" + e(s.overlay) + "'/>\n";
     x += "      <backingStore type='file'>\n";
@@ -184,6 +193,12 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <readonly/>\n";
         x += "    </disk>\n";
     }
+    return x;
+}
+
+std::string shares_xml(const DomainSpec& s) {
+    auto e = xml_escape;
+    std::string x;
     for (const auto& sh : s.shares) {
         if (!sh.socket.empty()) {
             // Served by a virtiofsd running as the job's user (virtiofs.hpp).
@@ -199,6 +214,14 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <target dir='" + e(sh.tag) + "'/>\n";
         x += "    </filesystem>\n";
     }
+    return x;
+}
+
+// The guest's network interface, its console (into the log file) and its
+// agent's channels.
+std::string network_and_channels_xml(const DomainSpec& s) {
+    auto e = xml_escape;
+    std::string x;
     if (!s.bridge.empty()) {
         x += "    <interface type='bridge'>\n";
         x += "      <source bridge='" + e(s.bridge) + "'/>\n";
@@ -224,6 +247,23 @@ std::string domain_xml(const DomainSpec& s) {
         x += "      <target type='virtio' name='" + e(kAgentPortNames[i]) + "'/>\n";
         x += "    </channel>\n";
     }
+    return x;
+}
+
+}  // namespace
+
+std::string domain_xml(const DomainSpec& s) {
+    check_domain_spec(s);
+    std::string x;
+    x += "<domain type='" + xml_escape(s.type) + "'>\n";
+    x += "  <name>" + xml_escape(s.name) + "</name>\n";
+    x += memory_and_cpus_xml(s);
+    x += machine_xml(s);
+    x += "  <devices>\n";
+    x += "    <emulator>" + xml_escape(s.emulator) + "</emulator>\n";
+    x += disks_xml(s);
+    x += shares_xml(s);
+    x += network_and_channels_xml(s);
     if (!s.hostdevs.empty()) x += hostdev_xml(s);
     // Entropy from the host (QEMU's getrandom(), no device file): without
     // it a guest's kernel seeds its random number generator only from its

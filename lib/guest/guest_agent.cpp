@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "guest_signals.hpp"
 #include "proc.hpp"
@@ -125,7 +126,8 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
     const int dst[2] = {out_fd, err_fd};
     bool ended[2] = {false, false};  // the channel closed (the guest is gone)
     std::optional<int> status;
-    long drain_until = 0, next_tick = now_ms() + 200;
+    std::optional<Deadline> drained_by;  // set with status
+    Deadline next_tick{Milliseconds(200)};
     char buf[65536];
     auto finish = [&](std::optional<int> st) {
         for (int i = 0; i < 2; ++i) write_all(dst[i], streams[i].flush());
@@ -133,16 +135,16 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
     };
     for (;;) {
         bool drained = (streams[0].done() || ended[0]) && (streams[1].done() || ended[1]);
-        if (status && (drained || now_ms() > drain_until)) return finish(status);
+        if (status && (drained || drained_by->expired())) return finish(status);
         struct pollfd p[4] = {{ctl_.get(), POLLIN, 0},
                               {out_.get(), static_cast<short>(streams[0].done() || ended[0] ? 0 : POLLIN), 0},
                               {err_.get(), static_cast<short>(streams[1].done() || ended[1] ? 0 : POLLIN), 0},
                               {signal_fd, POLLIN, 0}};
         int rc = ::poll(p, signal_fd >= 0 ? 4 : 3, 200);
         if (rc < 0 && errno != EINTR) return finish(std::nullopt);
-        if (long now = now_ms(); now >= next_tick) {
+        if (next_tick.expired()) {
             if (tick) tick();
-            next_tick = now + 200;
+            next_tick = Deadline(Milliseconds(200));
         }
         if (rc <= 0) continue;
         for (int i = 0; i < 2; ++i) {
@@ -162,7 +164,7 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
                 std::optional<int> st = agent_status(line, "exit");
                 if (st && !status) {
                     status = st;
-                    drain_until = now_ms() + kDrainMs;
+                    drained_by = Deadline(Milliseconds(kDrainMs));
                 } else if (line == "srun" && !srun_asked_) {
                     srun_asked_ = true;
                     if (tick) tick();
@@ -182,7 +184,7 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
 }
 
 bool GuestAgent::read_ctl_line(std::string& line, int timeout_ms) {
-    long deadline = now_ms() + timeout_ms;
+    const Deadline deadline{Milliseconds(timeout_ms)};
     char buf[512];
     for (;;) {
         if (size_t nl = ctl_buf_.find('\n'); nl != std::string::npos) {
@@ -191,10 +193,9 @@ bool GuestAgent::read_ctl_line(std::string& line, int timeout_ms) {
             return true;
         }
         if (ctl_buf_.size() > kMaxCtlLine) ctl_buf_.clear();
-        long left = deadline - now_ms();
-        if (left <= 0) return false;
+        if (deadline.expired()) return false;
         struct pollfd p = {ctl_.get(), POLLIN, 0};
-        int rc = ::poll(&p, 1, static_cast<int>(left));
+        int rc = ::poll(&p, 1, deadline.remaining_ms());
         if (rc < 0 && errno == EINTR) continue;
         if (rc <= 0) return false;
         ssize_t n = ::read(ctl_.get(), buf, sizeof buf);
@@ -206,9 +207,9 @@ bool GuestAgent::read_ctl_line(std::string& line, int timeout_ms) {
 
 std::optional<int> GuestAgent::sync(int timeout_ms) {
     if (!write_all(ctl_.get(), "sync\n")) return std::nullopt;
-    long deadline = now_ms() + timeout_ms;
+    const Deadline deadline{Milliseconds(timeout_ms)};
     std::string line;
-    while (read_ctl_line(line, static_cast<int>(std::max(0L, deadline - now_ms()))))
+    while (read_ctl_line(line, deadline.remaining_ms()))
         if (std::optional<int> st = agent_status(line, "synced")) return st;
     return std::nullopt;
 }

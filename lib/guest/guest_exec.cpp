@@ -57,25 +57,20 @@ std::string exec_script(const GuestCommand& c) {
            " </dev/null;; esac; exec /bin/sh \"$f.job-script\"" + args + " </dev/null";
 }
 
-}  // namespace
+// First, as /tmp may still be mounted over while the guest sets itself up:
+// wait for the guest's flags. Woken through the FIFO "go" (no process
+// started to wait; without it, polled), then the flags decide.
+std::string wait_for_flags_sh(const GuestCommand& c) {
+    if (c.wait_for_flags_in.empty()) return "";
+    std::string f = shell_quote(c.wait_for_flags_in);
+    return "if [ -p " + f + "/go ]; then exec 3<>" + f + "/go; else exec 3</dev/null; fi; " + "until [ -e " + f +
+           "/ready ]; do [ -e " + f + "/failed ] && exit 255; read _ <&3 || sleep 0.05; done; " + "exec 3<&-; ";
+}
 
-std::string remote_shell_command(const GuestCommand& c) {
-    // What the task needs in the guest is written by the shell (its
-    // builtins, in a subshell for the private umask): the fewer programs
-    // before the task, the sooner it runs (each costs tens of milliseconds
-    // in an emulated guest). The files are new (noclobber) and private, under
-    // a name the host draws; srun's shim is the guest's (kGuestSrunDir).
-    std::string s;
-    if (!c.wait_for_flags_in.empty()) {
-        // First, as /tmp may still be mounted over while the guest sets itself
-        // up. Woken through the FIFO "go" (no process started to wait;
-        // without it, polled), then the flags decide.
-        std::string f = shell_quote(c.wait_for_flags_in);
-        s += "if [ -p " + f + "/go ]; then exec 3<>" + f + "/go; else exec 3</dev/null; fi; ";
-        s += "until [ -e " + f + "/ready ]; do [ -e " + f + "/failed ] && exit 255; read _ <&3 || sleep 0.05; done; " +
-             "exec 3<&-; ";
-    }
-    std::string files;
+// The task's files (the host list, the batch script), new (noclobber) and
+// private, under a name the host draws; and mpirun pointed at the host list.
+std::string task_files_sh(const GuestCommand& c) {
+    std::string files, s;
     if (!c.hostfile.empty()) files += "printf %s " + shell_quote(c.hostfile) + " >\"$f.hostfile\"";
     if (c.script_on_stdin) {
         // The script stays in the guest's /tmp until the guest goes with the job.
@@ -93,6 +88,12 @@ std::string remote_shell_command(const GuestCommand& c) {
         s += "export OMPI_MCA_orte_default_hostfile=\"$hf\" OMPI_MCA_plm=rsh OMPI_MCA_ras=^slurm "
              "OMPI_MCA_plm_rsh_agent=ssh HYDRA_HOST_FILE=\"$hf\" HYDRA_LAUNCHER=ssh HYDRA_RMK=user; ";
     }
+    return s;
+}
+
+// The forwarded variables, and srun's port for the guest's shim.
+std::string environment_sh(const GuestCommand& c) {
+    std::string s;
     for (const auto& kv : c.env) {
         auto eq = kv.find('=');
         if (eq == std::string::npos) continue;
@@ -110,21 +111,34 @@ std::string remote_shell_command(const GuestCommand& c) {
         s += "export SLURM_VM_SRUN_PORT=" + std::to_string(c.srun_port) + "; ";
         if (!c.srun_wake.empty()) s += "export SLURM_VM_SRUN_WAKE=" + shell_quote(c.srun_wake) + "; ";
     }
-    if (!c.wait_for_peers.empty()) {
-        // In parallel, one login each with the guest's own SSH settings (the
-        // job's key, its guests' host keys), as mpirun will log in. Bounded
-        // by the clock (the kernel's uptime, read by the shell), not by
-        // tries: a try at a guest that does not answer waits out ssh's
-        // ConnectTimeout.
-        std::string wait_s = std::to_string(std::max(1, c.peer_wait_s));
-        s += "for h in";
-        for (const auto& h : c.wait_for_peers) s += " " + shell_quote(h);
-        s += "; do (read t _ </proc/uptime; e=$((${t%.*} + " + wait_s +
-             ")); until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
-             "read t _ </proc/uptime; [ ${t%.*} -ge $e ] && { echo \"slurm-vm: guest $h does not accept logins "
-             "(waited " +
-             wait_s + " s)\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
-    }
+    return s;
+}
+
+// In parallel, one login each with the guest's own SSH settings (the job's
+// key, its guests' host keys), as mpirun will log in. Bounded by the clock
+// (the kernel's uptime, read by the shell), not by tries: a try at a guest
+// that does not answer waits out ssh's ConnectTimeout.
+std::string wait_for_peers_sh(const GuestCommand& c) {
+    if (c.wait_for_peers.empty()) return "";
+    std::string wait_s = std::to_string(std::max(1, c.peer_wait_s));
+    std::string s = "for h in";
+    for (const auto& h : c.wait_for_peers) s += " " + shell_quote(h);
+    s += "; do (read t _ </proc/uptime; e=$((${t%.*} + " + wait_s +
+         ")); until ssh -o BatchMode=yes -o ConnectTimeout=5 \"$h\" true </dev/null >/dev/null 2>&1; do "
+         "read t _ </proc/uptime; [ ${t%.*} -ge $e ] && { echo \"slurm-vm: guest $h does not accept logins "
+         "(waited " +
+         wait_s + " s)\" >&2; exit 1; }; sleep 1; done) & done; wait; ";
+    return s;
+}
+
+}  // namespace
+
+std::string remote_shell_command(const GuestCommand& c) {
+    // What the task needs in the guest is written by the shell (its
+    // builtins, in a subshell for the private umask): the fewer programs
+    // before the task, the sooner it runs (each costs tens of milliseconds
+    // in an emulated guest). srun's shim is the guest's (kGuestSrunDir).
+    std::string s = wait_for_flags_sh(c) + task_files_sh(c) + environment_sh(c) + wait_for_peers_sh(c);
     if (c.srun_port > 0) s += "export PATH=" + shell_quote(c.srun_dir) + "\":$PATH\"; ";
     if (!c.cwd.empty()) s += "cd " + shell_quote(c.cwd) + " 2>/dev/null || cd; ";
     if (!c.pid_file.empty()) s += "echo $$ >" + shell_quote(c.pid_file) + "; ";

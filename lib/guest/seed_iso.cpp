@@ -112,6 +112,67 @@ void check_names(const std::string& volume_id, const std::vector<std::pair<std::
         SVM_THROW("seed image: two file names differ only in case or punctuation");
 }
 
+using Files = std::vector<std::pair<std::string, std::string>>;
+
+// The root directory's sector: ".", "..", then the files (sorted by ISO
+// name), each file's data in sectors of its own after it; `files_end` is
+// the sector after the last file's.
+std::string root_directory(const Files& sorted, const unsigned char when[7], uint32_t& files_end) {
+    const std::string rr_px = entry("RR", std::string(1, 0x01)), rr_px_nm = entry("RR", std::string(1, 0x09));
+    const std::string sp = entry("SP", std::string("\xbe\xef\x00", 3));
+    std::string dir = record({std::string(1, '\0'), kRoot, kSector, true, sp + rr_px + px(040555, 2)}, when) +
+                      record({std::string(1, '\1'), kRoot, kSector, true, rr_px + px(040555, 2)}, when);
+    uint32_t next = kFirstFile;
+    for (const auto& f : sorted) {
+        uint32_t size = static_cast<uint32_t>(f.second.size());
+        dir += record({iso_name(f.first), next, size, false,
+                       rr_px_nm + entry("NM", std::string(1, '\0') + f.first) + px(0100444, 1)},
+                      when);
+        next += static_cast<uint32_t>((f.second.size() + kSector - 1) / kSector);
+    }
+    if (dir.size() > kSector) SVM_THROW("seed image: too many files for one directory sector");
+    files_end = next;
+    return dir;
+}
+
+// The primary volume descriptor (ECMA-119 8.4) of an image of `sectors`.
+void write_primary_descriptor(std::string& img, const std::string& volume_id, uint32_t sectors, const std::tm& t,
+                              const unsigned char when[7]) {
+    size_t p = kPvd * kSector;
+    img[p] = 1;
+    img.replace(p + 1, 5, "CD001");
+    img[p + 6] = 1;
+    text(img, p + 8, 32, "LINUX");
+    text(img, p + 40, 32, volume_id);
+    both32(img, p + 80, sectors);
+    both16(img, p + 120, 1), both16(img, p + 124, 1), both16(img, p + 128, kSector);
+    both32(img, p + 132, 10);  // the path table: the root alone
+    le32(img, p + 140, kPathL);
+    be32(img, p + 148, kPathM);
+    img.replace(p + 156, 34, record({std::string(1, '\0'), kRoot, kSector, true, ""}, when));
+    text(img, p + 190, 128, ""), text(img, p + 318, 128, ""), text(img, p + 446, 128, "");
+    text(img, p + 574, 128, "SLURM-VM");
+    text(img, p + 702, 37, ""), text(img, p + 739, 37, ""), text(img, p + 776, 37, "");
+    img.replace(p + 813, 17, long_date(t));
+    img.replace(p + 830, 17, long_date(t));
+    img.replace(p + 847, 17, std::string(16, '0') + '\0');
+    img.replace(p + 864, 17, std::string(16, '0') + '\0');
+    img[p + 881] = 1;
+}
+
+// The volume descriptor set terminator and the path tables (ECMA-119 9.4):
+// the root, little- and big-endian.
+void write_terminator_and_path_tables(std::string& img) {
+    size_t p = kTerminator * kSector;
+    img[p] = static_cast<char>(255);
+    img.replace(p + 1, 5, "CD001");
+    img[p + 6] = 1;
+    p = kPathL * kSector;
+    img[p] = 1, le32(img, p + 2, kRoot), le16(img, p + 6, 1);
+    p = kPathM * kSector;
+    img[p] = 1, be32(img, p + 2, kRoot), be16(img, p + 6, 1);
+}
+
 }  // namespace
 
 std::string iso9660_image(const std::string& volume_id, const std::vector<std::pair<std::string, std::string>>& files,
@@ -126,62 +187,17 @@ std::string iso9660_image(const std::string& volume_id, const std::vector<std::p
                                    static_cast<unsigned char>(t.tm_min),
                                    static_cast<unsigned char>(t.tm_sec),
                                    0};
-
-    // The root directory: ".", "..", then the files by ISO name, each file's
-    // data in sectors of its own after it.
-    std::vector<std::pair<std::string, std::string>> sorted = files;
+    Files sorted = files;
     std::sort(sorted.begin(), sorted.end(),
               [](const auto& a, const auto& b) { return iso_name(a.first) < iso_name(b.first); });
-    const std::string rr_px = entry("RR", std::string(1, 0x01)), rr_px_nm = entry("RR", std::string(1, 0x09));
-    const std::string sp = entry("SP", std::string("\xbe\xef\x00", 3));
-    std::string dir = record({std::string(1, '\0'), kRoot, kSector, true, sp + rr_px + px(040555, 2)}, when) +
-                      record({std::string(1, '\1'), kRoot, kSector, true, rr_px + px(040555, 2)}, when);
-    uint32_t next = kFirstFile;
-    for (const auto& f : sorted) {
-        uint32_t size = static_cast<uint32_t>(f.second.size());
-        dir += record({iso_name(f.first), next, size, false,
-                       rr_px_nm + entry("NM", std::string(1, '\0') + f.first) + px(0100444, 1)},
-                      when);
-        next += static_cast<uint32_t>((f.second.size() + kSector - 1) / kSector);
-    }
-    if (dir.size() > kSector) SVM_THROW("seed image: too many files for one directory sector");
-
-    const uint32_t files_end = next;
-    next += kPadding;
-    std::string img(static_cast<size_t>(next) * kSector, '\0');
-    // Primary volume descriptor (ECMA-119 8.4).
-    size_t p = kPvd * kSector;
-    img[p] = 1;
-    img.replace(p + 1, 5, "CD001");
-    img[p + 6] = 1;
-    text(img, p + 8, 32, "LINUX");
-    text(img, p + 40, 32, volume_id);
-    both32(img, p + 80, next);
-    both16(img, p + 120, 1), both16(img, p + 124, 1), both16(img, p + 128, kSector);
-    both32(img, p + 132, 10);  // the path table: the root alone
-    le32(img, p + 140, kPathL);
-    be32(img, p + 148, kPathM);
-    img.replace(p + 156, 34, record({std::string(1, '\0'), kRoot, kSector, true, ""}, when));
-    text(img, p + 190, 128, ""), text(img, p + 318, 128, ""), text(img, p + 446, 128, "");
-    text(img, p + 574, 128, "SLURM-VM");
-    text(img, p + 702, 37, ""), text(img, p + 739, 37, ""), text(img, p + 776, 37, "");
-    img.replace(p + 813, 17, long_date(t));
-    img.replace(p + 830, 17, long_date(t));
-    img.replace(p + 847, 17, std::string(16, '0') + '\0');
-    img.replace(p + 864, 17, std::string(16, '0') + '\0');
-    img[p + 881] = 1;
-    // Volume descriptor set terminator.
-    p = kTerminator * kSector;
-    img[p] = static_cast<char>(255);
-    img.replace(p + 1, 5, "CD001");
-    img[p + 6] = 1;
-    // Path tables (ECMA-119 9.4): the root, little- and big-endian.
-    p = kPathL * kSector;
-    img[p] = 1, le32(img, p + 2, kRoot), le16(img, p + 6, 1);
-    p = kPathM * kSector;
-    img[p] = 1, be32(img, p + 2, kRoot), be16(img, p + 6, 1);
+    uint32_t files_end = 0;
+    const std::string dir = root_directory(sorted, when, files_end);
+    const uint32_t sectors = files_end + kPadding;
+    std::string img(static_cast<size_t>(sectors) * kSector, '\0');
+    write_primary_descriptor(img, volume_id, sectors, t, when);
+    write_terminator_and_path_tables(img);
     img.replace(kRoot * kSector, dir.size(), dir);
-    next = kFirstFile;
+    uint32_t next = kFirstFile;
     for (const auto& f : sorted) {
         img.replace(static_cast<size_t>(next) * kSector, f.second.size(), f.second);
         next += static_cast<uint32_t>((f.second.size() + kSector - 1) / kSector);

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "exec_guard.hpp"
 #include "fs.hpp"
@@ -62,6 +63,17 @@ struct SrunRelay::Run {
     int status = 1;
 };
 
+struct SrunRelay::Runs {
+    explicit Runs(std::string program) : srun(std::move(program)) {}
+    void handle(int fd);
+    void run_srun(int fd, const std::vector<std::string>& fields);
+    void forget_ended();
+
+    const std::string srun;
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<Run>> by_token;
+};
+
 namespace {
 
 bool write_all(int fd, const char* p, size_t n) {
@@ -103,7 +115,8 @@ std::string system_srun() {
 }
 }  // namespace
 
-SrunRelay::SrunRelay(const std::string& tmp_dir, const std::string& srun) : srun_(srun.empty() ? system_srun() : srun) {
+SrunRelay::SrunRelay(const std::string& tmp_dir, const std::string& srun)
+    : runs_(std::make_shared<Runs>(srun.empty() ? system_srun() : srun)) {
     std::string tmpl = path_join(tmp_dir, "slurm-vm-srun.XXXXXX");
     std::vector<char> b(tmpl.begin(), tmpl.end());
     b.push_back('\0');
@@ -125,8 +138,10 @@ SrunRelay::~SrunRelay() {
     if (stop_pipe_[1] >= 0 && ::write(stop_pipe_[1], "x", 1) < 0) {
     }
     if (thread_.joinable()) thread_.join();
-    for (auto& w : workers_) w.thread.detach();  // blocked on a guest that is going away
+    for (auto& w : workers_) w.thread.detach();  // blocked on a guest that is going away; they hold runs_
     if (listen_fd_ >= 0) ::close(listen_fd_);
+    for (int fd : stop_pipe_)
+        if (fd >= 0) ::close(fd);
     ::unlink(socket_.c_str());
     ::rmdir(dir_.c_str());
 }
@@ -145,7 +160,6 @@ void SrunRelay::serve() {
         if (p[1].revents) return;
         int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) continue;
-        std::lock_guard<std::mutex> g(mu_);
         prune_workers();
         if (workers_.size() >= kMaxRelayConnections) {
             write_all(c, "ERR the guest has " + std::to_string(kMaxRelayConnections) +
@@ -155,8 +169,8 @@ void SrunRelay::serve() {
         }
         auto done = std::make_shared<std::atomic<bool>>(false);
         try {
-            workers_.push_back({std::thread([this, c, done] {
-                                    handle(c);
+            workers_.push_back({std::thread([runs = runs_, c, done] {
+                                    runs->handle(c);
                                     ::close(c);
                                     *done = true;
                                 }),
@@ -187,11 +201,10 @@ namespace {
 std::optional<RelayRequest> read_request(int fd) {
     RelayRequestReader reader;
     char chunk[4096];
-    const long deadline = now_ms() + kRelayRequestTimeoutMs;
+    const Deadline deadline{Milliseconds(kRelayRequestTimeoutMs)};
     for (;;) {
         struct pollfd p = {fd, POLLIN, 0};
-        long left = deadline - now_ms();
-        int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+        int ready = deadline.expired() ? 0 : ::poll(&p, 1, deadline.remaining_ms());
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) {
             write_all(fd, "ERR no whole request within " + std::to_string(kRelayRequestTimeoutMs / 1000) + " s\n");
@@ -210,7 +223,7 @@ std::optional<RelayRequest> read_request(int fd) {
 }
 }  // namespace
 
-void SrunRelay::handle(int fd) {
+void SrunRelay::Runs::handle(int fd) {
     std::optional<RelayRequest> req = read_request(fd);
     if (!req) return;
     if (req->verb == "SRUN") {
@@ -225,9 +238,9 @@ void SrunRelay::handle(int fd) {
     }
     std::shared_ptr<Run> run;
     {
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = runs_.find(req->token);
-        if (it != runs_.end()) run = it->second;
+        std::lock_guard<std::mutex> g(mu);
+        auto it = by_token.find(req->token);
+        if (it != by_token.end()) run = it->second;
     }
     if (!run) return;
     if (req->verb == "STDERR") {
@@ -247,8 +260,8 @@ void SrunRelay::handle(int fd) {
             status = run->status;
         }
         write_all(fd, std::to_string(status) + "\n");
-        std::lock_guard<std::mutex> g(mu_);
-        runs_.erase(req->token);
+        std::lock_guard<std::mutex> g(mu);
+        by_token.erase(req->token);
     } else if (req->verb == "SIGNAL") {
         int sig = forwarded_signal_number(req->signal);
         std::lock_guard<std::mutex> g(run->mu);
@@ -258,14 +271,14 @@ void SrunRelay::handle(int fd) {
 
 // Runs whose srun ended and that the guest never asked to WAIT for (its
 // shim was killed): dropped, their stderr closed, once more than a few are
-// kept. Called with mu_ held.
-void SrunRelay::forget_ended_runs() {
-    if (runs_.size() < kMaxKeptRuns) return;
-    for (auto it = runs_.begin(); it != runs_.end();) {
+// kept. Called with mu held.
+void SrunRelay::Runs::forget_ended() {
+    if (by_token.size() < kMaxKeptRuns) return;
+    for (auto it = by_token.begin(); it != by_token.end();) {
         std::lock_guard<std::mutex> g(it->second->mu);
         if (it->second->done) {
             if (it->second->err_fd >= 0) ::close(std::exchange(it->second->err_fd, -1));
-            it = runs_.erase(it);
+            it = by_token.erase(it);
         } else {
             ++it;
         }
@@ -274,7 +287,7 @@ void SrunRelay::forget_ended_runs() {
 
 // SRUN: starts the host's srun, answers "OK <token>" (the token names the run
 // for STDERR, WAIT and SIGNAL) and pumps its stdout to the guest.
-void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
+void SrunRelay::Runs::run_srun(int fd, const std::vector<std::string>& fields) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
         write_all(fd, "ERR cannot create pipes\n");
@@ -285,7 +298,7 @@ void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
     argv.insert(argv.end(), fields.begin() + 1, fields.end());
     try {
         SpawnOptions o = srun_spawn_options(fields[0], out[1], err[1]);
-        o.program = srun_;
+        o.program = srun;
         run->pid = spawn(argv, o);
     } catch (const Error&) {
         run->pid = -1;
@@ -302,9 +315,9 @@ void SrunRelay::run_srun(int fd, const std::vector<std::string>& fields) {
     run->err_fd = err[0];
     std::string token = new_token();
     {
-        std::lock_guard<std::mutex> g(mu_);
-        forget_ended_runs();
-        runs_[token] = run;
+        std::lock_guard<std::mutex> g(mu);
+        forget_ended();
+        by_token[token] = run;
     }
     std::thread([run] {
         // Seen ended but not reaped (WNOWAIT) while `done` is set: a SIGNAL

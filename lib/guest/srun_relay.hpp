@@ -65,22 +65,23 @@ public:
 
 private:
     struct Run;
+    // What the connections' threads work with: the srun program and the
+    // runs by token. Each thread holds it, so a thread still blocked on a
+    // guest that is going away when the relay goes (it is left, not waited
+    // for) never touches the relay itself.
+    struct Runs;
     void serve();
-    void handle(int fd);
-    void run_srun(int fd, const std::vector<std::string>& fields);
-    std::string dir_, socket_, srun_;
+    std::string dir_, socket_;
+    std::shared_ptr<Runs> runs_;
     int listen_fd_ = -1;
     int stop_pipe_[2] = {-1, -1};
     std::thread thread_;
-    std::mutex mu_;
-    std::map<std::string, std::shared_ptr<Run>> runs_;
     struct Worker {
         std::thread thread;
         std::shared_ptr<std::atomic<bool>> done;
     };
     void prune_workers();
-    void forget_ended_runs();
-    std::vector<Worker> workers_;
+    std::vector<Worker> workers_;  // the serving thread's (the destructor's once it is joined)
 };
 
 }  // namespace svm

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_agent.hpp"
@@ -172,11 +173,11 @@ constexpr size_t kConsoleTailLines = 20;
 // the guest's channels closed (`gone`: its QEMU is gone), whatever its phase,
 // is reported so a moment later (bounded).
 GuestState settled_guest_state(const JobPlan& p, bool gone = false) {
-    GuestState s = read_guest_state(p);
-    for (int i = 0; i < 250 && (s.phase == GuestState::Phase::login || (gone && !s.ended())); ++i) {
-        ::usleep(20000);
+    GuestState s;
+    poll_until(Deadline(Milliseconds(5000)), Milliseconds(20), [&] {
         s = read_guest_state(p);
-    }
+        return s.phase != GuestState::Phase::login && !(gone && !s.ended());
+    });
     return s;
 }
 
@@ -366,31 +367,30 @@ std::optional<TaskInvocation> task_invocation(const std::vector<std::string>& ar
 }
 
 std::string wait_for_guest(const JobPlan& p, bool first_login) {
-    long deadline = now_ms() + (p.boot_timeout_s + 60) * 1000L;
-    for (;;) {
-        GuestState state = read_guest_state(p);
-        if (state.phase == GuestState::Phase::ready) return "";
-        if (first_login && state.phase == GuestState::Phase::login) return "";
-        if (state.ended()) return state.reason;
-        if (now_ms() > deadline)
-            return "the guest on " + p.node +
-                   " did not start (state: " + (state.phase == GuestState::Phase::none ? "none" : state.text()) +
-                   "); is PrologFlags=Contain set?";
-        ::usleep(20000);  // a small file, read while the guest boots
-    }
+    GuestState state;
+    auto up = [&] {
+        return state.phase == GuestState::Phase::ready || (first_login && state.phase == GuestState::Phase::login);
+    };
+    // A small file, read while the guest boots.
+    if (poll_until(Deadline(Milliseconds((p.boot_timeout_s + 60) * 1000L)), Milliseconds(20), [&] {
+            state = read_guest_state(p);
+            return up() || state.ended();
+        }))
+        return up() ? "" : state.reason;
+    return "the guest on " + p.node +
+           " did not start (state: " + (state.phase == GuestState::Phase::none ? "none" : state.text()) +
+           "); is PrologFlags=Contain set?";
 }
 
 void wait_for_record(const JobPlan& p, long timeout_ms) {
     // A short script may end before the keeper, which starts writing the
     // record when the guest is set up, has written it.
-    for (long end = now_ms() + timeout_ms; ::access(p.record_written().c_str(), F_OK) != 0; ::usleep(20000)) {
-        if (read_guest_state(p).ended()) return;
-        if (now_ms() > end) {
-            log::warn("the job's VM record is not written after " + std::to_string(timeout_ms / 1000) +
-                      " s: the job ends without it");
-            return;
-        }
-    }
+    bool over = poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(20), [&] {
+        return ::access(p.record_written().c_str(), F_OK) == 0 || read_guest_state(p).ended();
+    });
+    if (!over)
+        log::warn("the job's VM record is not written after " + std::to_string(timeout_ms / 1000) +
+                  " s: the job ends without it");
 }
 
 GuestCommand guest_command(const JobPlan& p, const TaskInvocation& t, const std::string& pid_file) {

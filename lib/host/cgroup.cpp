@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <functional>
 #include <sstream>
-#include <thread>
 
 #include "cpuset.hpp"
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "log.hpp"
@@ -233,7 +233,7 @@ void end_guest_leaf(const std::string& leaf) {
     } catch (const Error&) {
         return;  // the leaf stays, as a cgroup with processes does
     }
-    for (int i = 0; i < 100 && populated(leaf); ++i) ::usleep(20000);
+    poll_until(Deadline(Milliseconds(2000)), Milliseconds(20), [&] { return !populated(leaf); });
 }
 
 void end_guest_leaves(const std::string& dir) {
@@ -371,23 +371,21 @@ void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root, boo
 
 int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root, const std::string& node,
                        std::chrono::milliseconds wait) {
-    using std::chrono::steady_clock;
-    const auto deadline = steady_clock::now() + wait;
+    const Deadline deadline(wait);
     const bool unified = cgroup_unified(cgroup_root);
     int removed = 0;
-    for (auto pause = std::chrono::milliseconds(10);; pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+    for (auto pause = Milliseconds(10);; pause = std::min(pause * 2, Milliseconds(200))) {
         int left = 0;
         removed += unified ? remove_job_v2(job_id, cgroup_root, node, left) : remove_job_v1(job_id, cgroup_root, left);
         if (left == 0) return removed;
-        auto now = steady_clock::now();
-        if (now >= deadline) {
+        if (deadline.expired()) {
             if (wait.count() > 0)
                 log::warn("job " + std::to_string(job_id) + ": " + std::to_string(left) +
                           " of its cgroups still hold processes after " + std::to_string(wait.count()) +
                           " ms; they stay");
             return removed;
         }
-        std::this_thread::sleep_for(std::min<steady_clock::duration>(pause, deadline - now));
+        pause_for(std::min(pause, deadline.remaining()));
     }
 }
 

@@ -8,11 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <set>
 #include <thread>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "netlink.hpp"
@@ -313,7 +313,8 @@ void add_segment_vxlan(const JobSegment& s) {
     UniqueFd job_ns = open_netns(s.netns);
     VxlanSpec v{s.vxlan, s.mtu, s.vni, s.self().underlay_ip, static_cast<uint16_t>(s.port), job_ns.get()};
     Rtnl underlay(s.underlay_netns);
-    for (int waited_ms = 0;; waited_ms += 50) {
+    const Deadline deadline{Milliseconds(kVniWaitMs)};
+    for (;; pause_for(Milliseconds(50))) {
         try {
             underlay.add_vxlan(v);
             return;
@@ -324,11 +325,10 @@ void add_segment_vxlan(const JobSegment& s) {
                                    s.self().underlay_ip + ") in " + s.netns);
                 throw n;
             }
-            if (waited_ms >= kVniWaitMs)
+            if (deadline.expired())
                 throw VniInUse{"the job's network segment (VXLAN " + std::to_string(s.vni) +
                                ") is in use on this node by another live job (job ids 16,777,215 apart): " + e.what()};
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
 }
 

@@ -80,11 +80,17 @@ std::string hex64(uint64_t v) {
 
 void add(ImageHeaderInfo& info, ProblemKind k, std::string text) { info.problems.push_back({k, std::move(text)}); }
 
-// The first cluster's bytes of a qcow2 file (head: the file's first bytes,
-// at most kImageHeadBytes).
-void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) {
+// Where a qcow2 header puts the L1 and refcount tables.
+struct Qcow2Tables {
+    uint32_t l1_size = 0, rt_clusters = 0;
+    uint64_t l1_offset = 0, rt_offset = 0;
+};
+
+// The fixed part of a qcow2 header into info.qcow2 and `t`; false (with
+// the problem added) when the rest cannot be read: an unsupported version,
+// a truncated or invalid header.
+bool read_qcow2_header(const uint8_t* head, size_t head_len, ImageHeaderInfo& info, Qcow2Tables& t) {
     Qcow2Header& q = info.qcow2;
-    const uint64_t size = info.file_size;
     uint8_t h[112] = {};
     size_t got = std::min(head_len, sizeof h);
     std::memcpy(h, head, got);
@@ -93,60 +99,64 @@ void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) 
         add(info, ProblemKind::unsupported_version,
             "uses qcow2 version " + std::to_string(q.version) + ", which is not supported; rewrite it with " +
                 kConvert);
-        return;
+        return false;
     }
     const size_t fixed = q.version == 2 ? 72 : 104;
     if (got < fixed) {
         add(info, ProblemKind::truncated, "is truncated (qcow2 header needs " + std::to_string(fixed) + " bytes)");
-        return;
+        return false;
     }
     q.backing_file_offset = be64(h + 8);
     q.backing_file_size = be32(h + 16);
     q.cluster_bits = be32(h + 20);
     info.virtual_size = be64(h + 24);
     q.crypt_method = be32(h + 32);
-    const uint32_t l1_size = be32(h + 36);
-    const uint64_t l1_offset = be64(h + 40);
-    const uint64_t rt_offset = be64(h + 48);
-    const uint32_t rt_clusters = be32(h + 56);
+    t.l1_size = be32(h + 36);
+    t.l1_offset = be64(h + 40);
+    t.rt_offset = be64(h + 48);
+    t.rt_clusters = be32(h + 56);
     q.nb_snapshots = be32(h + 60);
-    if (q.version >= 3) {
-        q.incompatible_features = be64(h + 72);
-        q.header_length = be32(h + 100);
-    } else {
-        q.header_length = 72;
-    }
+    q.incompatible_features = q.version >= 3 ? be64(h + 72) : 0;
+    q.header_length = q.version >= 3 ? be32(h + 100) : 72;
+    return true;
+}
+
+// The header's sizes against each other and the file's; false (with the
+// problem added) when they do not fit.
+bool qcow2_header_fits(ImageHeaderInfo& info) {
+    const Qcow2Header& q = info.qcow2;
     if (q.cluster_bits < 9 || q.cluster_bits > 21) {
         add(info, ProblemKind::bad_header,
             "has an invalid qcow2 header (cluster_bits " + std::to_string(q.cluster_bits) + "); rewrite it with " +
                 kConvert);
-        return;
+        return false;
     }
     const uint64_t cluster = uint64_t(1) << q.cluster_bits;
     if (q.version >= 3 && (q.header_length < 104 || q.header_length > cluster)) {
         add(info, ProblemKind::bad_header,
             "has an invalid qcow2 header (header length " + std::to_string(q.header_length) + "); rewrite it with " +
                 kConvert);
-        return;
+        return false;
     }
-    if (size < q.header_length) {
+    if (info.file_size < q.header_length) {
         add(info, ProblemKind::truncated,
             "is truncated (qcow2 header needs " + std::to_string(q.header_length) + " bytes)");
-        return;
+        return false;
     }
+    return true;
+}
 
-    // Everything QEMU reads from the header lives in the first cluster.
-    std::vector<uint8_t> c(head, head + static_cast<size_t>(std::min<uint64_t>({cluster, size, head_len})));
-
+// The backing file's name and the header extensions, from the first
+// cluster `c`: from the end of the header to the backing file name (or the
+// end of the cluster), as qcow2_read_extensions walks them.
+void read_qcow2_extensions(const std::vector<uint8_t>& c, uint64_t cluster, ImageHeaderInfo& info) {
+    Qcow2Header& q = info.qcow2;
     if (q.backing_file_offset != 0) {
         uint64_t off = q.backing_file_offset, len = q.backing_file_size;
         if (off < c.size() && len <= c.size() - off) {
             q.backing_file.assign(reinterpret_cast<const char*>(c.data() + off), static_cast<size_t>(len));
         }
     }
-
-    // Header extensions: from the end of the header to the backing file name
-    // (or the end of the first cluster), as qcow2_read_extensions walks them.
     uint64_t ext_end = q.backing_file_offset ? std::min<uint64_t>(q.backing_file_offset, cluster) : cluster;
     uint64_t off = q.header_length;
     while (off < ext_end) {
@@ -170,7 +180,13 @@ void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) 
         if (type == kQcow2ExtEncryption) q.has_encryption_ext = true;
         off += (uint64_t(len) + 7) & ~uint64_t(7);
     }
+}
 
+// What the header asks of its reader that a job's image may not: a
+// backing file, an external data file, encryption, unknown features, the
+// corrupt bit.
+void check_qcow2_features(ImageHeaderInfo& info) {
+    const Qcow2Header& q = info.qcow2;
     if (q.backing_file_offset != 0) {
         std::string name = q.backing_file.empty() ? std::string("name unreadable") : printable(q.backing_file);
         add(info, ProblemKind::backing_file, "has a backing file (" + name + "); flatten it with " + kConvert);
@@ -197,27 +213,42 @@ void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) 
             "is marked corrupt in its qcow2 header; repair it with 'qemu-img check -r all' or rewrite it with " +
                 std::string(kConvert));
     }
+}
 
-    // The L1 and refcount tables must lie inside the file.
+// The L1 and refcount tables must lie inside the file.
+void check_qcow2_tables(const Qcow2Tables& t, ImageHeaderInfo& info) {
     const uint64_t limit = uint64_t(1) << 60;
     uint64_t need = 0;
-    if (l1_size > 0) {
-        if (l1_offset > limit) need = UINT64_MAX;
-        else need = std::max(need, l1_offset + uint64_t(l1_size) * 8);
+    if (t.l1_size > 0) {
+        if (t.l1_offset > limit) need = UINT64_MAX;
+        else need = std::max(need, t.l1_offset + uint64_t(t.l1_size) * 8);
     }
-    if (rt_clusters > 0) {
-        if (rt_offset > limit) need = UINT64_MAX;
-        else need = std::max(need, rt_offset + (uint64_t(rt_clusters) << q.cluster_bits));
+    if (t.rt_clusters > 0) {
+        if (t.rt_offset > limit) need = UINT64_MAX;
+        else need = std::max(need, t.rt_offset + (uint64_t(t.rt_clusters) << info.qcow2.cluster_bits));
     }
     if (need == UINT64_MAX) {
         add(info, ProblemKind::bad_header,
             "has an invalid qcow2 header (table offset beyond any file size); rewrite it with " +
                 std::string(kConvert));
-    } else if (need > size) {
+    } else if (need > info.file_size) {
         add(info, ProblemKind::truncated,
             "is truncated (its qcow2 tables need " + std::to_string(need) + " bytes, the file has " +
-                std::to_string(size) + ")");
+                std::to_string(info.file_size) + ")");
     }
+}
+
+// The first cluster's bytes of a qcow2 file (head: the file's first bytes,
+// at most kImageHeadBytes).
+void inspect_qcow2(const uint8_t* head, size_t head_len, ImageHeaderInfo& info) {
+    Qcow2Tables tables;
+    if (!read_qcow2_header(head, head_len, info, tables) || !qcow2_header_fits(info)) return;
+    // Everything QEMU reads from the header lives in the first cluster.
+    const uint64_t cluster = uint64_t(1) << info.qcow2.cluster_bits;
+    std::vector<uint8_t> c(head, head + static_cast<size_t>(std::min<uint64_t>({cluster, info.file_size, head_len})));
+    read_qcow2_extensions(c, cluster, info);
+    check_qcow2_features(info);
+    check_qcow2_tables(tables, info);
 }
 
 }  // namespace

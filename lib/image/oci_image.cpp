@@ -12,6 +12,7 @@
 #include <csignal>
 #include <fstream>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "json.hpp"
@@ -252,17 +253,16 @@ std::vector<std::string> prune_oci_cache(const std::string& cache_dir, uint64_t 
 
 namespace {
 
-// An exclusive lock on path, waited for until `deadline` (now_ms()); false
-// when the deadline passed first.
-bool lock_until(UniqueFd& fd, const std::string& path, long deadline) {
+// An exclusive lock on path, waited for until `deadline`; false when the
+// deadline passed first.
+bool lock_until(UniqueFd& fd, const std::string& path, const Deadline& deadline) {
     fd = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!fd) SVM_THROW_ERRNO("open lock " + path);
-    for (;;) {
+    return poll_until(deadline, Milliseconds(100), [&] {
         if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return true;
         if (errno != EWOULDBLOCK && errno != EINTR) SVM_THROW_ERRNO("lock " + path);
-        if (now_ms() >= deadline) return false;
-        ::usleep(100000);
-    }
+        return false;
+    });
 }
 
 // What a pull may still write into the cache's file system: its free space
@@ -274,17 +274,20 @@ uint64_t room_for_pull(const OciSettings& s, uint64_t cap) {
     return std::min(cap, avail > s.reserve_bytes ? avail - s.reserve_bytes : 0);
 }
 
-int remaining_ms(long deadline, const std::string& ref, const OciSettings& s) {
-    long left = deadline - now_ms();
-    if (left <= 0) SVM_THROW("--vm-image=" + ref + " could not be pulled within " + std::to_string(s.timeout_s) + " s");
-    return static_cast<int>(left);
+[[noreturn]] void pull_timed_out(const std::string& ref, const OciSettings& s) {
+    SVM_THROW("--vm-image=" + ref + " could not be pulled within " + std::to_string(s.timeout_s) + " s");
+}
+
+int remaining_ms(const Deadline& deadline, const std::string& ref, const OciSettings& s) {
+    if (deadline.expired()) pull_timed_out(ref, s);
+    return deadline.remaining_ms();
 }
 
 // skopeo copy of the digest into tmp/layout, each file it writes bounded by
 // `room` (RLIMIT_FSIZE), then the disk extracted to tmp/disk.img, bounded
 // by what is left; both within the deadline.
 void pull_into(const OciSettings& s, const std::string& ref, const std::string& sref, const std::string& digest,
-               const std::string& tmp, RunOptions o, long deadline) {
+               const std::string& tmp, RunOptions o, const Deadline& deadline) {
     uint64_t cap = s.cache_max_bytes > 0 ? s.cache_max_bytes : (1ULL << 40), room = room_for_pull(s, cap);
     auto too_large = [&](uint64_t bound) {
         return "--vm-image=" + ref + ": the image is larger than " +
@@ -309,7 +312,7 @@ void pull_into(const OciSettings& s, const std::string& ref, const std::string& 
     int left = remaining_ms(deadline, ref, s);
     RunResult r = run(bounded(left, copy), with_timeout(o, left));
     if (r.status == 128 + SIGXFSZ || r.err.find("file too large") != std::string::npos) SVM_THROW(too_large(room));
-    if (timed_out(r)) remaining_ms(0, ref, s);
+    if (timed_out(r)) pull_timed_out(ref, s);
     if (!r.ok()) SVM_THROW("--vm-image=" + ref + " could not be pulled: " + skopeo_message(r.err));
     LayerBounds b{std::min(s.max_layer_bytes, cap), s.max_layer_entries, remaining_ms(deadline, ref, s)};
     DiskMember m = find_disk_member(path_join(tmp, "layout"), b);
@@ -321,7 +324,7 @@ void pull_into(const OciSettings& s, const std::string& ref, const std::string& 
             with_timeout(o, left));
     struct stat st {};
     if (::stat(out.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > limit) SVM_THROW(too_large(limit));
-    if (timed_out(r)) remaining_ms(0, ref, s);
+    if (timed_out(r)) pull_timed_out(ref, s);
     if (!r.ok()) SVM_THROW("--vm-image=" + ref + ": " + m.member + " could not be extracted: " + first_line(r.err));
     if (::stat(out.c_str(), &st) != 0 || st.st_size == 0)
         SVM_THROW("--vm-image=" + ref + ": " + m.member + " is empty");
@@ -331,7 +334,7 @@ void pull_into(const OciSettings& s, const std::string& ref, const std::string& 
 }  // namespace
 
 CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const std::set<std::string>& in_use) {
-    const long deadline = now_ms() + s.timeout_s * 1000L;
+    const Deadline deadline{Milliseconds(s.timeout_s * 1000L)};
     std::string sref = skopeo_ref(ref);
     if (::access(s.skopeo.c_str(), X_OK) != 0)
         SVM_THROW("this node cannot pull registry images (no skopeo at " + s.skopeo + ")");
@@ -381,7 +384,7 @@ CachedOciImage pull_oci_disk(const OciSettings& s, const std::string& ref, const
         }
     }
     // The cache's bound, kept by one job at a time (brief: no pull inside).
-    if (!lock_until(cache_lock, path_join(s.cache_dir, ".lock"), now_ms() + 60000))
+    if (!lock_until(cache_lock, path_join(s.cache_dir, ".lock"), Deadline(Milliseconds(60000))))
         SVM_THROW("--vm-image=" + ref + ": this node's registry cache stayed locked for 60 s; resubmit the job");
     write_file_atomic(path_join(entry, "used"), std::to_string(::time(nullptr)) + "\n", 0644);
     for (const auto& d : prune_oci_cache(s.cache_dir, s.cache_max_bytes, in_use, entry))

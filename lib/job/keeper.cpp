@@ -30,6 +30,7 @@
 
 #include "cgroup.hpp"
 #include "cpuset.hpp"
+#include "deadline.hpp"
 #include "dev_acl.hpp"
 #include "error.hpp"
 #include "fs.hpp"
@@ -113,12 +114,12 @@ int connect_within(const std::string& ip, uint16_t port, int timeout_ms) {
 // A TCP connection to the guest's sshd, retried while the guest's network
 // or sshd come up (bounded; given up once `go_on`, when given, says so).
 int connect_guest(const std::string& ip, int timeout_ms, const std::function<bool()>& go_on = {}, uint16_t port = 22) {
-    long deadline = now_ms() + timeout_ms;
-    for (;;) {
-        if (int s = connect_within(ip, port, 1000); s >= 0) return s;
-        if (now_ms() > deadline || (go_on && !go_on())) return -1;
-        ::usleep(50000);
-    }
+    int s = -1;
+    poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(50), [&] {
+        s = connect_within(ip, port, 1000);
+        return s >= 0 || (go_on && !go_on());
+    });
+    return s;
 }
 
 // The guest agent's serial channels (seed_agent_script, lib/guest/seed.hpp):
@@ -406,16 +407,11 @@ public:
     ~ShareServers() {
         for (pid_t pid : pids_) ::kill(pid, SIGTERM);
         for (pid_t pid : pids_) {
-            int waited = 0;
-            while (::waitpid(pid, nullptr, WNOHANG) == 0) {
-                if (waited >= 2000) {
-                    ::kill(pid, SIGKILL);
-                    ::waitpid(pid, nullptr, 0);
-                    break;
-                }
-                ::usleep(10000);
-                waited += 10;
-            }
+            if (poll_until(Deadline(Milliseconds(2000)), Milliseconds(10),
+                           [pid] { return ::waitpid(pid, nullptr, WNOHANG) != 0; }))
+                continue;
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
         }
     }
 
@@ -519,6 +515,9 @@ private:
     void refresh_capabilities(const std::string& cpu_cache, const std::string& caps_before, int cpu);
     Failure start_guest_access();
     Failure wait_until_ready(bool& ready);
+    struct BootWatch;
+    Failure watch_boot(BootWatch& w, bool& ready);
+    Failure wait_for_sshd(const Deadline& deadline, bool& ready);
     void note_ready();
     void publish_record(long t_set_up);
     void start_digest();
@@ -824,63 +823,86 @@ Keeper::Failure Keeper::start_guest_access() {
     return std::nullopt;
 }
 
+// What the guest's console said so far: the markers looked for, how much of
+// the log was read, and its last few KiB.
+struct Keeper::BootWatch {
+    std::string marker, agent, set_up;
+    int64_t seen = 0;
+    std::string tail;
+};
+
+// One look at the console log while the guest boots: `ready` once it says
+// so; the failure when it said it failed, is gone, or is over its time.
+Keeper::Failure Keeper::watch_boot(BootWatch& w, bool& ready) {
+    std::string text;
+    int64_t size = 0;
+    try {
+        text = read_file_from(p_.console_log(), w.seen, 1u << 20, &size);
+    } catch (const Error&) {
+    }
+    if (size < w.seen) w.seen = 0;  // cut by cap_console: read it again next time
+    std::string& tail = w.tail;
+    tail += text;
+    w.seen += static_cast<int64_t>(text.size());
+    if (tail.find(w.marker) != std::string::npos) {
+        ready = true;
+        return std::nullopt;
+    }
+    if (!agent_->offered && tail.find(w.agent) != std::string::npos && agent_->connected()) {
+        agent_->offered = true;
+        write_guest_state(p_, {GuestState::Phase::login, ""});
+        log::info("the guest's agent takes the job's first command in " + std::to_string(now_ms() - t0_) + " ms");
+    }
+    if (!record_published_ && tail.find(w.set_up) != std::string::npos) {
+        log::info("the guest is set up in " + std::to_string(now_ms() - t0_) + " ms");
+        publish_record(now_ms());
+    }
+    auto f = tail.find("SLURM_VM_FAILED");
+    auto eol = f == std::string::npos ? f : tail.find('\n', f);
+    if (f != std::string::npos && eol != std::string::npos) {
+        std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
+        destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+        return "the guest on " + p_.node + " failed to configure itself: " + trim(why) + " (console log kept in " +
+               p_.console_log() + ")";
+    }
+    if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
+    try {
+        cap_console(p_.console_log(), cfg_.console_max_kib * 1024);
+    } catch (const Error& e) {
+        log::warn("the console log was not capped: " + e.chain());
+    }
+    if (virDomainIsActive(dom_.get()) != 1) return guest_gone_while_booting();
+    return std::nullopt;
+}
+
 // Waits for the guest to say it is set up (its serial console), then for
 // its sshd to accept TCP connections (no SSH handshake: that costs seconds
 // of emulated crypto). `ready` stays false when the job ended first.
 Keeper::Failure Keeper::wait_until_ready(bool& ready) {
-    std::string marker = ready_marker(p_), agent = agent_marker(p_), set_up = set_up_marker(p_);
-    long deadline = t0_ + static_cast<long>(p_.boot_timeout_s) * 1000;
-    int64_t seen = 0;
-    std::string tail;
-    while (!g_stop && !ready) {
-        std::string text;
-        int64_t size = 0;
-        try {
-            text = read_file_from(p_.console_log(), seen, 1u << 20, &size);
-        } catch (const Error&) {
-        }
-        if (size < seen) seen = 0;  // cut by cap_console: read it again next time
-        tail += text;
-        seen += static_cast<int64_t>(text.size());
-        if (tail.find(marker) != std::string::npos) {
-            ready = true;
-            break;
-        }
-        if (!agent_->offered && tail.find(agent) != std::string::npos && agent_->connected()) {
-            agent_->offered = true;
-            write_guest_state(p_, {GuestState::Phase::login, ""});
-            log::info("the guest's agent takes the job's first command in " + std::to_string(now_ms() - t0_) + " ms");
-        }
-        if (!record_published_ && tail.find(set_up) != std::string::npos) {
-            log::info("the guest is set up in " + std::to_string(now_ms() - t0_) + " ms");
-            publish_record(now_ms());
-        }
-        auto f = tail.find("SLURM_VM_FAILED");
-        auto eol = f == std::string::npos ? f : tail.find('\n', f);
-        if (f != std::string::npos && eol != std::string::npos) {
-            std::string why = log::printable(tail.substr(f + 15, eol - f - 15));
-            destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
-            return "the guest on " + p_.node + " failed to configure itself: " + trim(why) + " (console log kept in " +
-                   p_.console_log() + ")";
-        }
-        if (tail.size() > 8192) tail = tail.substr(tail.size() - 4096);
-        try {
-            cap_console(p_.console_log(), cfg_.console_max_kib * 1024);
-        } catch (const Error& e) {
-            log::warn("the console log was not capped: " + e.chain());
-        }
-        if (virDomainIsActive(dom_.get()) != 1) return guest_gone_while_booting();
-        if (now_ms() > deadline) {
-            destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
-            return "the guest on " + p_.node + " did not become ready within " + std::to_string(p_.boot_timeout_s) +
-                   " s (see its console log " + p_.console_log() + ")";
-        }
-        ::usleep(25000);  // the job's first command waits for this loop
+    const Deadline deadline{Milliseconds(t0_ + p_.boot_timeout_s * 1000L - now_ms())};
+    BootWatch watch{ready_marker(p_), agent_marker(p_), set_up_marker(p_)};
+    Failure failed;
+    // Every 25 ms: the job's first command waits for this loop.
+    bool over = poll_until(deadline, Milliseconds(25), [&] {
+        if (g_stop) return true;
+        failed = watch_boot(watch, ready);
+        return ready || failed.has_value();
+    });
+    if (failed) return failed;
+    if (!over) {
+        destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
+        return "the guest on " + p_.node + " did not become ready within " + std::to_string(p_.boot_timeout_s) +
+               " s (see its console log " + p_.console_log() + ")";
     }
     if (!ready || p_.ip.empty()) return std::nullopt;
-    // A stock image's sshd starts after cloud-init's stage that printed the
-    // marker: it may take a few seconds more, within the boot's time.
-    int s = connect_guest(p_.ip, static_cast<int>(std::max(30000L, deadline - now_ms())),
+    return wait_for_sshd(deadline, ready);
+}
+
+// A stock image's sshd starts after cloud-init's stage that printed the
+// marker: it may take a few seconds more, within the boot's time (at
+// least 30 s).
+Keeper::Failure Keeper::wait_for_sshd(const Deadline& deadline, bool& ready) {
+    int s = connect_guest(p_.ip, std::max(30000, deadline.remaining_ms()),
                           [this] { return !g_stop && virDomainIsActive(dom_.get()) == 1; });
     if (s < 0 && g_stop) {
         ready = false;  // the job ended first
@@ -990,7 +1012,7 @@ int Keeper::live() {
             report_failure({GuestState::Phase::stopped, why}, why);
             return 0;
         }
-        ::usleep(250000);
+        pause_for(Milliseconds(250));
     }
     log::debug("the job ended: ending the guest");
     long t_stop = now_ms();

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "deadline.hpp"
 #include "dev_acl.hpp"
 #include "embed_root.hpp"
 #include "error.hpp"
@@ -93,7 +94,7 @@ namespace {
 constexpr int kBaseFd = 3, kTargetFd = 4;
 constexpr size_t kErrCap = 4096;  // of qemu-img's stderr kept for the user's sentence
 
-long left_ms(long deadline) { return std::max(1L, deadline - now_ms()); }
+int left_ms(const Deadline& deadline) { return std::max(1, deadline.remaining_ms()); }
 
 // What the save's process made: the temporary file (its name in PATH's
 // directory and its identity, so that only that very file is renamed or
@@ -185,19 +186,18 @@ std::vector<std::string> temp_names(const std::string& path, uint32_t job_id) {
 
 // Reads the child's report and stderr (kErrCap kept) until both end or the
 // deadline; at the deadline its whole process group is killed.
-void collect_save(pid_t pid, int report, int err, long deadline, const ChildPlan& c, SaveRun& out) {
+void collect_save(pid_t pid, int report, int err, const Deadline& deadline, const ChildPlan& c, SaveRun& out) {
     char buf[4096];
     Report rep{};
     size_t got = 0;
     while (report >= 0 || err >= 0) {
-        long left = deadline - now_ms();
-        if (left <= 0) {
+        if (deadline.expired()) {
             out.timed_out = true;
             ::kill(-pid, SIGKILL);
             break;
         }
         struct pollfd p[2] = {{report, POLLIN, 0}, {err, POLLIN, 0}};
-        if (::poll(p, 2, static_cast<int>(std::min(left, 1000L))) <= 0) continue;
+        if (::poll(p, 2, std::min(deadline.remaining_ms(), 1000)) <= 0) continue;
         for (int k = 0; k < 2; ++k) {
             int& fd = k == 0 ? report : err;
             if (fd < 0 || !p[k].revents) continue;
@@ -225,32 +225,25 @@ void collect_save(pid_t pid, int report, int err, long deadline, const ChildPlan
 
 // Waits for the child, a few seconds at most after a kill (a process stuck
 // in the kernel is left to init).
-void reap_save(pid_t pid, long deadline, SaveRun& out) {
-    long until = std::max(deadline, now_ms()) + 5000;
-    for (;;) {
+void reap_save(pid_t pid, const Deadline& deadline, SaveRun& out) {
+    auto reaped = [&] {
         int st = 0;
         pid_t w = ::waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            out.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            return;
-        }
-        if (w < 0 && errno != EINTR) return;
-        if (now_ms() >= until) {
-            if (!out.timed_out) {
-                out.timed_out = true;
-                ::kill(-pid, SIGKILL);
-                until = now_ms() + 5000;
-                continue;
-            }
-            log::warn("the save's qemu-img (pid " + std::to_string(pid) + ") did not end after SIGKILL");
-            return;
-        }
-        ::usleep(20000);
+        if (w == pid) out.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return w == pid || (w < 0 && errno != EINTR);
+    };
+    constexpr Milliseconds kGrace(5000), kPoll(20);
+    if (poll_until(Deadline(std::max(deadline.at(), Deadline::Clock::now()) + kGrace), kPoll, reaped)) return;
+    if (!out.timed_out) {
+        out.timed_out = true;
+        ::kill(-pid, SIGKILL);
+        if (poll_until(Deadline(kGrace), kPoll, reaped)) return;
     }
+    log::warn("the save's qemu-img (pid " + std::to_string(pid) + ") did not end after SIGKILL");
 }
 
 SaveRun run_save(const Credentials& who, const std::vector<std::string>& argv, int base_fd, int dir_fd,
-                 const std::string& path, uint32_t job_id, long deadline) {
+                 const std::string& path, uint32_t job_id, const Deadline& deadline) {
     ChildPlan c;
     c.argv_s = argv;
     c.env_s = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
@@ -288,8 +281,8 @@ SaveRun run_save(const Credentials& who, const std::vector<std::string>& argv, i
 
 // As the user: the temporary file, if it is still the one the save made,
 // renamed to PATH (rename) or removed.
-bool finish_temp(const Credentials& who, int dir_fd, const SaveRun& s, const std::string& final_name, long deadline,
-                 int& err) {
+bool finish_temp(const Credentials& who, int dir_fd, const SaveRun& s, const std::string& final_name,
+                 const Deadline& deadline, int& err) {
     RunResult r = run_function_as(
         who,
         [&](int) {
@@ -301,18 +294,19 @@ bool finish_temp(const Credentials& who, int dir_fd, const SaveRun& s, const std
                                         : ::renameat(dir_fd, s.tmp.c_str(), dir_fd, final_name.c_str());
             return rc == 0 ? 0 : errno;
         },
-        static_cast<int>(std::min(left_ms(deadline), 30000L)));
+        std::min(left_ms(deadline), 30000));
     err = r.timed_out ? ETIMEDOUT : (r.status > 0 && r.status < 128 ? r.status : (r.ok() ? 0 : EIO));
     return r.ok();
 }
 
 // PATH's directory, opened as the user (the temporary file and the rename
 // are made relative to it).
-UniqueFd open_dir_as_user(const std::string& dir, const Credentials& who, long deadline, const std::string& what) {
+UniqueFd open_dir_as_user(const std::string& dir, const Credentials& who, const Deadline& deadline,
+                          const std::string& what) {
     std::vector<UserOpen> f(1);
     f[0].path = dir;
     f[0].kind = UserOpen::Kind::directory;
-    if (!open_as_user(who, f, static_cast<int>(std::min(left_ms(deadline), 30000L))))
+    if (!open_as_user(who, f, std::min(left_ms(deadline), 30000)))
         SVM_THROW(what + "the directory " + dir + " did not answer; nothing was saved");
     if (f[0].failed != UserOpen::Failed::none)
         SVM_THROW(what + "the directory " + dir + " cannot be opened as " + who.user + " (" +
@@ -334,7 +328,7 @@ std::string failure_text(const SaveRun& s, int timeout_s) {
 
 void save_guest_disk(const JobPlan& p, const std::string& qemu_img, int timeout_s) {
     check_save_path(p.save_path);
-    long deadline = now_ms() + static_cast<long>(std::max(1, timeout_s)) * 1000;
+    const Deadline deadline{Milliseconds(static_cast<long>(std::max(1, timeout_s)) * 1000)};
     const std::string what = "--vm-save=" + p.save_path + ": ";
     // 1. The guest is over: nothing may write the overlay while it is read.
     stop_recorded_process(p.keeper_pid_file(), keeper_mark(p.job_id), 8000);
@@ -348,8 +342,7 @@ void save_guest_disk(const JobPlan& p, const std::string& qemu_img, int timeout_
     Credentials who = credentials_for(p.uid, p.gid);
     UniqueFd base;
     try {
-        base = reopen_checked_as_user(p.image, who, p.image_identity,
-                                      static_cast<int>(std::min(left_ms(deadline), 30000L)));
+        base = reopen_checked_as_user(p.image, who, p.image_identity, std::min(left_ms(deadline), 30000));
     } catch (const Error& e) {
         SVM_THROW(what + "nothing was saved: " + e.reason());
     }
@@ -372,15 +365,16 @@ void save_guest_disk(const JobPlan& p, const std::string& qemu_img, int timeout_
                                   "qcow2",
                                   "/dev/fd/" + std::to_string(kTargetFd)};
     SaveRun s = run_save(who, argv, base.get(), dir.get(), p.save_path, p.job_id, deadline);
+    const Deadline tidy_by = deadline.extended(Milliseconds(30000));  // the temporary file's rename or removal
     int err = 0;
     if (s.status != 0 || s.timed_out) {
-        if (s.created && !finish_temp(who, dir.get(), s, "", deadline + 30000, err))
+        if (s.created && !finish_temp(who, dir.get(), s, "", tidy_by, err))
             log::warn(what + "the temporary file " + s.tmp + " could not be removed: " + std::strerror(err));
         SVM_THROW(what + "the guest's disk could not be written as " + p.user + failure_text(s, timeout_s));
     }
-    if (!s.created || !finish_temp(who, dir.get(), s, base_of(p.save_path), deadline + 30000, err)) {
+    if (!s.created || !finish_temp(who, dir.get(), s, base_of(p.save_path), tidy_by, err)) {
         int ignored = 0;
-        if (s.created) finish_temp(who, dir.get(), s, "", deadline + 30000, ignored);
+        if (s.created) finish_temp(who, dir.get(), s, "", tidy_by, ignored);
         SVM_THROW(what + "rename of the written image failed as " + p.user + ": " + std::strerror(err ? err : EIO));
     }
     log::info("the guest's disk was saved to " + p.save_path + " (as " + p.user + ")");

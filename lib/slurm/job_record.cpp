@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "hostlist.hpp"
@@ -247,8 +248,7 @@ CommentUpdate update_admin_comment(uint32_t job_id, const std::function<void(jso
         }
         if (attempt + 1 < o.attempts && o.pause_max_ms > 0) {
             int span = std::max(1, o.pause_max_ms - o.pause_min_ms);
-            ::usleep(static_cast<useconds_t>(o.pause_min_ms + static_cast<int>(rng() % static_cast<unsigned>(span))) *
-                     1000);
+            pause_for(Milliseconds(o.pause_min_ms + static_cast<int>(rng() % static_cast<unsigned>(span))));
         }
     }
     return CommentUpdate::failed;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "job_record.hpp"
@@ -134,22 +135,28 @@ bool write_all(int fd, const std::string& s) {
     return true;
 }
 
+// One hand-over: true once the head acknowledged the credential.
+bool hand_over(const sockaddr_in& sa, const std::string& credential) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s || ::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 ||
+        !write_all(s.get(), credential))
+        return false;
+    ::shutdown(s.get(), SHUT_WR);
+    char ack[8];
+    return ::recv(s.get(), ack, sizeof ack, 0) > 0;  // the head took it
+}
+
 }  // namespace
 
 bool send_entry(const std::string& head_ip, const std::string& credential, int timeout_ms,
                 const std::atomic<bool>* cancel) {
-    sockaddr_in sa = address_of(head_ip);
-    for (int waited = 0;; waited += 500) {
-        UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (s && ::connect(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-            write_all(s.get(), credential)) {
-            ::shutdown(s.get(), SHUT_WR);
-            char ack[8];
-            if (::recv(s.get(), ack, sizeof ack, 0) > 0) return true;  // the head took it
-        }
-        if (waited >= timeout_ms || (cancel && *cancel)) return false;
-        ::usleep(500000);
-    }
+    const sockaddr_in sa = address_of(head_ip);
+    bool sent = false;
+    poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(500), [&] {
+        sent = hand_over(sa, credential);
+        return sent || (cancel && *cancel);
+    });
+    return sent;
 }
 
 int relay_listen(const std::string& ip) {
@@ -180,7 +187,7 @@ void relay_serve(int listen_fd, const std::function<void(const std::string&)>& o
         ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         std::string cred;
         char buf[4096];
-        ssize_t n;
+        ssize_t n = -1;
         while (cred.size() < 65536 && (n = ::recv(c, buf, sizeof buf, 0)) > 0) cred.append(buf, static_cast<size_t>(n));
         if (n == 0 && !cred.empty()) {
             on_credential(cred);
@@ -200,6 +207,22 @@ bool publish_collected(uint32_t job_id, RecordCollector& c, int attempts) {
     return r != CommentUpdate::failed;  // a finished job: nothing more to do for it
 }
 
+struct RecordRelay::Shared {
+    Shared(uint32_t job, const std::string& own_node, const std::vector<std::string>& nodes)
+        : job_id(job), node(own_node), collector(nodes) {}
+    Shared(const Shared&) = delete;
+    Shared& operator=(const Shared&) = delete;
+    ~Shared() {
+        if (listen_fd >= 0) ::close(listen_fd);
+    }
+    const uint32_t job_id;
+    const std::string node;
+    RecordCollector collector;
+    std::mutex write_m;  // one AdminComment update at a time
+    std::atomic<bool> stop{false};
+    int listen_fd = -1;  // set before the threads start; closed with the last of them
+};
+
 RecordRelay::RecordRelay(uint32_t job_id, std::string node, int node_index, std::vector<std::string> nodes,
                          std::optional<RelaySegment> segment)
     : job_id_(job_id),
@@ -207,12 +230,12 @@ RecordRelay::RecordRelay(uint32_t job_id, std::string node, int node_index, std:
       segment_(std::move(segment)),
       index_(node_index),
       nodes_(std::move(nodes)),
-      collector_(nodes_) {}
+      shared_(std::make_shared<Shared>(job_id_, node_, nodes_)) {}
 
 RecordRelay::~RecordRelay() {
-    stop_ = true;
-    if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
-    for (auto& t : threads_) t.detach();  // the process ends with the job
+    shared_->stop = true;
+    if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);  // the listener's accept returns
+    for (auto& t : threads_) t.detach();                     // the process ends with the job; they hold shared_
 }
 
 void RecordRelay::start() {
@@ -226,32 +249,33 @@ void RecordRelay::start() {
         }
     }).join();
     if (listen_fd_ < 0) return;
-    threads_.emplace_back([this] {
-        relay_serve(listen_fd_, [this](const std::string& cred) {
+    shared_->listen_fd = listen_fd_;
+    threads_.emplace_back([sh = shared_] {
+        relay_serve(sh->listen_fd, [&sh](const std::string& cred) {
             auto e = open_entry(cred);
-            if (!e || e->node == node_ || !collector_.add(e->node, e->fields))
+            if (!e || e->node == sh->node || !sh->collector.add(e->node, e->fields))
                 log::warn("a VM record entry that is not one of the job's other nodes was dropped");
         });
     });
-    threads_.emplace_back([this] { writer_loop(); });
+    threads_.emplace_back([sh = shared_] { writer_loop(sh); });
 }
 
 // Writes when every node's entry is in, else at most every 5 s.
-void RecordRelay::writer_loop() {
+void RecordRelay::writer_loop(const std::shared_ptr<Shared>& sh) {
     long last = 0;
-    for (long t = 0; !stop_; ++t) {
-        ::usleep(250000);
-        if ((!collector_.complete() && t - last < 20) || !collector_.take_pending()) continue;
-        std::lock_guard<std::mutex> l(write_m_);
-        if (!publish_collected(job_id_, collector_)) collector_.set_pending();
+    for (long t = 0; !sh->stop; ++t) {
+        pause_for(Milliseconds(250));
+        if ((!sh->collector.complete() && t - last < 20) || !sh->collector.take_pending()) continue;
+        std::lock_guard<std::mutex> l(sh->write_m);
+        if (!publish_collected(sh->job_id, sh->collector)) sh->collector.set_pending();
         last = t;
     }
 }
 
 void RecordRelay::flush() {
     if (index_ != 0 || listen_fd_ < 0) return;
-    std::lock_guard<std::mutex> l(write_m_);
-    if (collector_.take_pending()) publish_collected(job_id_, collector_);
+    std::lock_guard<std::mutex> l(shared_->write_m);
+    if (shared_->collector.take_pending()) publish_collected(job_id_, shared_->collector);
 }
 
 void RecordRelay::submit(const std::string& fields, bool last, const std::atomic<bool>* cancel) {
@@ -259,10 +283,11 @@ void RecordRelay::submit(const std::string& fields, bool last, const std::atomic
         // The head's own entry is written at once: the job's batch step
         // waits for it at its end (Slurm takes no AdminComment of a finished
         // job); the others' entries are batched by writer_loop.
-        collector_.add(node_, fields);
-        std::lock_guard<std::mutex> l(write_m_);
-        collector_.take_pending();
-        if (!publish_collected(job_id_, collector_)) collector_.set_pending();  // writer_loop tries again
+        RecordCollector& c = shared_->collector;
+        c.add(node_, fields);
+        std::lock_guard<std::mutex> l(shared_->write_m);
+        c.take_pending();
+        if (!publish_collected(job_id_, c)) c.set_pending();  // writer_loop tries again
         return;
     }
     bool sent = false;

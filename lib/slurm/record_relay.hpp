@@ -103,17 +103,19 @@ public:
     void flush();
 
 private:
-    void writer_loop();
+    // What the head's threads (the listener and the writer) share with the
+    // relay: each holds it, so that one still busy when the relay goes (it
+    // is left: the process ends with the job) never touches the relay.
+    struct Shared;
+    static void writer_loop(const std::shared_ptr<Shared>& sh);
     uint32_t job_id_;
     std::string node_;
     std::optional<RelaySegment> segment_;
     int index_;
     std::vector<std::string> nodes_;
-    RecordCollector collector_;
-    std::atomic<bool> stop_{false};
+    std::shared_ptr<Shared> shared_;
     int listen_fd_ = -1;
     std::vector<std::thread> threads_;
-    std::mutex write_m_;
 };
 
 }  // namespace svm

@@ -16,6 +16,7 @@
 
 #include <functional>
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_agent.hpp"

@@ -8,6 +8,7 @@
 
 #include <csignal>
 
+#include "deadline.hpp"
 #include "fs.hpp"
 #include "guest_exec.hpp"
 #include "proc.hpp"

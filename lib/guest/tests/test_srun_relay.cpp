@@ -18,7 +18,7 @@
 #include "proc.hpp"
 #include "srun_relay.hpp"
 
-TEST_CASE("srun in the guest runs through the relay: arguments, directory, output, status", "[srun]") {
+TEST_CASE("srun in the guest runs through the relay: arguments, directory, output, status", "[srun][threads]") {
     REQUIRE(svm::run({"sh", "-c", "command -v socat && command -v bash"}).ok());
     std::string dir = svm::run_checked({"mktemp", "-d", "/tmp/svm-srun-test.XXXXXX"});
     dir = svm::trim(dir);
@@ -95,7 +95,7 @@ std::string read_line(int fd) {
 size_t threads_now() { return svm::list_dir("/proc/self/task").size(); }
 }  // namespace
 
-TEST_CASE("the srun relay keeps at most its bound of connections and no thread of an ended one", "[srun]") {
+TEST_CASE("the srun relay keeps at most its bound of connections and no thread of an ended one", "[srun][threads]") {
     std::string dir = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-srun-test.XXXXXX"}));
     {
         svm::SrunRelay relay(dir, "/bin/false");
@@ -131,5 +131,27 @@ TEST_CASE("the srun relay keeps at most its bound of connections and no thread o
         CHECK(read_line(again).rfind("ERR ", 0) == 0);
         ::close(again);
     }
+    svm::run({"rm", "-rf", dir});
+}
+
+TEST_CASE("a connection still open when the relay goes is answered without it", "[srun][threads]") {
+    std::string dir = svm::trim(svm::run_checked({"mktemp", "-d", "/tmp/svm-srun-test.XXXXXX"}));
+    int fd = -1;
+    {
+        svm::SrunRelay relay(dir, "/bin/false");
+        relay.start();
+        fd = connect_unix(relay.socket_path());
+        REQUIRE(fd >= 0);
+        // Its thread waits for the request; the relay ends first (the
+        // guest's job is over) and leaves that thread.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    // The request comes after: the thread looks the token up in what it
+    // holds (not in the relay, which is gone: ASan and TSan would say so),
+    // finds nothing and closes the connection.
+    const char wait[] = "WAIT 0123456789abcdef\n";
+    REQUIRE(::write(fd, wait, sizeof wait - 1) == static_cast<ssize_t>(sizeof wait - 1));
+    CHECK(read_line(fd).empty());
+    ::close(fd);
     svm::run({"rm", "-rf", dir});
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "catch.hpp"
+#include "deadline.hpp"
 #include "fs.hpp"
 #include "proc.hpp"
 #include "support.hpp"

@@ -10,6 +10,7 @@
 #include <map>
 #include "catch.hpp"
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "image_check.hpp"

@@ -8,6 +8,7 @@
 
 #include "catch.hpp"
 
+#include "deadline.hpp"
 #include "error.hpp"
 #include "fs.hpp"
 #include "image_check.hpp"

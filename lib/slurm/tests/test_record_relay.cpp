@@ -1,17 +1,23 @@
 // The VM record with one writer per job (lib/slurm/record_relay.hpp): the head's
 // collection of every node's entry, munge's seal, and the hand-over over TCP.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
 #include <random>
 #include <thread>
 
 #include "catch.hpp"
 
+#include "error.hpp"
 #include "job_record.hpp"
 #include "proc.hpp"
 #include "record_relay.hpp"
@@ -49,7 +55,7 @@ bool sh(const std::string& cmd) {
 
 }  // namespace
 
-TEST_CASE("1,000 nodes' entries arriving at once all end up in one record", "[record]") {
+TEST_CASE("1,000 nodes' entries arriving at once all end up in one record", "[record][threads]") {
     auto nodes = nodes_of(1000);
     RecordCollector c(nodes);
     std::vector<size_t> order(1000);
@@ -102,7 +108,7 @@ TEST_CASE("only root's munge credentials are entries", "[record]") {
     CHECK_FALSE(entry_of_unmunge("STATUS:          Success (0)\nUID:             root (0)\n\nnot json"));
 }
 
-TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", "[record][root]") {
+TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", "[record][root][threads]") {
     REQUIRE(::geteuid() == 0);
     if (!sh("echo x | munge | unmunge >/dev/null 2>&1")) {
         WARN("munged is not running here: the hand-over is not tried");
@@ -140,6 +146,42 @@ TEST_CASE("on the kernel: a node's sealed entry reaches the head's relay once", 
     CHECK(again);  // delivered, but not taken
     CHECK(got == std::vector<std::string>{"n2"});
     CHECK(c.count() == 1);
+}
+
+TEST_CASE("on the kernel: the head's relay goes while its threads run, which end without it",
+          "[record][root][threads]") {
+    REQUIRE(::geteuid() == 0);
+    const std::string ns = "svmtu-relay-end";
+    sh("ip netns delete " + ns + " 2>/dev/null");
+    REQUIRE(sh("ip netns add " + ns + " && ip -n " + ns + " link set lo up && ip -n " + ns + " addr add " + kHeadIp +
+               "/16 dev lo"));
+    RelaySegment segment{kHeadIp, [ns] {
+                             if (!enter_named_netns(ns)) SVM_THROW("cannot enter " + ns);
+                         }};
+    auto relay = std::make_unique<RecordRelay>(4243, "n0", 0, nodes_of(2), segment);
+    relay->start();
+    // The listener waits in accept, the writer in its pause: the relay goes
+    // (the keeper ends) and leaves them. The writer wakes after its pause
+    // and the listener's accept fails: both look only at what they hold
+    // (the relay's memory is freed; ASan and TSan would say so).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    relay.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    // With the last of them the listening socket is closed: nothing
+    // listens on the head's port any more.
+    bool refused = false;
+    std::thread([&] {
+        if (!enter_named_netns(ns)) return;
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(kRelayPort);
+        ::inet_pton(AF_INET, kHeadIp.c_str(), &sa.sin_addr);
+        int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        refused = ::connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
+        ::close(s);
+    }).join();
+    sh("ip netns delete " + ns);
+    CHECK(refused);
 }
 
 TEST_CASE("a job that has ended takes no more AdminComment updates: no retries", "[record]") {
