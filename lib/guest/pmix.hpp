@@ -27,7 +27,10 @@ struct PmixStep {
 // The step's PMIx server from the task's environment; nullopt when the step
 // has no PMIx (no PMIX_NAMESPACE). Refuses (UserError, one sentence) what
 // cannot reach a guest: another MPI plugin's wire-up (pmi2's descriptor), a
-// server without a TCP address on the loopback, no step directory.
+// server without a TCP address on the loopback, no step directory, or
+// variables that name no PMIx server of the step's (PMIX_SERVER_TMPDIR not
+// the directory "pmix.JOB.STEP" that Slurm made: a user's PMIX_* given to a
+// step without a server would otherwise forward any port of the host's).
 std::optional<PmixStep> pmix_step(const std::vector<std::string>& env);
 
 // The port of a PMIx server URI "NAME;tcp4://127.0.0.1:PORT" (also with
