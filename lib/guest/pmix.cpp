@@ -107,9 +107,9 @@ std::vector<std::string> pmix_guest_settings() {
     return {"PMIX_SECURITY_MODE=native", "PMIX_GDS_MODULE=hash", "PMIX_SYSTEM_TMPDIR=/tmp"};
 }
 
-std::vector<std::string> pmix_forward_options(int port, const std::string& log_file) {
+std::vector<std::string> pmix_forward_options(int port) {
     std::string p = std::to_string(port);
-    return {"-f", "-N", "-o", "ExitOnForwardFailure=yes", "-E", log_file, "-R", "127.0.0.1:" + p + ":127.0.0.1:" + p};
+    return {"-f", "-N", "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:" + p + ":127.0.0.1:" + p};
 }
 
 }  // namespace svm

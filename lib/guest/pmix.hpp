@@ -46,7 +46,8 @@ std::vector<std::string> pmix_guest_settings();
 
 // ssh's options for the step's forward: the guest's 127.0.0.1:port to the
 // host's, with nothing else (no command, no terminal), failing when the
-// forward cannot be made, backgrounded once it is.
-std::vector<std::string> pmix_forward_options(int port, const std::string& log_file);
+// forward cannot be made, backgrounded once it is (no log file: in the
+// background ssh's messages go to /dev/null).
+std::vector<std::string> pmix_forward_options(int port);
 
 }  // namespace svm

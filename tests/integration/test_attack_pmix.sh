@@ -1,6 +1,7 @@
 #!/bin/bash
 # The PMIx channel of srun --mpi=pmix (lib/guest/pmix.hpp), attacked:
-# - one forward per node and step, not per task, and the user's own process;
+# - one forward per node and step, not per task, the user's own process,
+#   writing no file on the host (what a guest makes it log is not kept);
 # - another user's guest (job B, on another node) cannot reach job A's step
 #   server: not on its loopback, not through its gateway, nor through a
 #   forward of its own made from PMIX_* variables the user gave a step
@@ -59,7 +60,11 @@ port="$(cat "$wa/port.txt")"
 fwd="$(pgrep -f -- "-R 127.0.0.1:$port:127.0.0.1:$port" || true)"
 [[ "$(wc -w <<<"$fwd")" == 1 ]] || fail "expected one forward for 2 tasks on node1, found pids: $fwd"
 [[ "$(ps -o user= -p "$fwd" | tr -d ' ')" == "$SVM_USER" ]] || fail "the forward does not run as the job's user"
-pass "one forward for the step's 2 tasks on node1, as the user"
+# What the guest makes the session say once it is made (a refused channel, a
+# failed connection, without end) goes to no file on the host's disk.
+files="$(for f in /proc/"$fwd"/fd/*; do readlink "$f"; done | grep '^/' | grep -v '^/dev/null$' || true)"
+[[ -z "$files" ]] || fail "the forward holds files open on the host: $files"
+pass "one forward for the step's 2 tasks on node1, as the user, holding no file"
 
 # Job B's user gives a step without a PMIx server job A's port in PMIX_*:
 # refused, no forward.

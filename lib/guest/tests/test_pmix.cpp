@@ -143,9 +143,10 @@ TEST_CASE("the guest's client gets the task's identity, native security and the 
 }
 
 TEST_CASE("the step's forward is one remote forward of the same port, backgrounded once made", "[pmix]") {
-    auto o = svm::pmix_forward_options(38309, "/d/log");
+    auto o = svm::pmix_forward_options(38309);
     CHECK(std::find(o.begin(), o.end(), "127.0.0.1:38309:127.0.0.1:38309") != o.end());
     CHECK(std::find(o.begin(), o.end(), "ExitOnForwardFailure=yes") != o.end());
     CHECK(std::find(o.begin(), o.end(), "-f") != o.end());
     CHECK(std::find(o.begin(), o.end(), "-N") != o.end());
+    CHECK(std::find(o.begin(), o.end(), "-E") == o.end());  // no file the guest's session could fill
 }
