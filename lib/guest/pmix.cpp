@@ -1,5 +1,8 @@
 #include "pmix.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <set>
 
 #include "error.hpp"
@@ -26,6 +29,29 @@ std::set<int> server_ports(const std::vector<std::string>& env) {
         ports.insert(port > 0 ? port : -1);
     }
     return ports;
+}
+
+// Whether `dir` is the step's own PMIx directory, which Slurm's mpi/pmix
+// makes for the step's server: "pmix.JOB.STEP" (the task's SLURM_JOB_ID and
+// SLURM_STEP_ID, which slurmstepd sets over the user's), the job's user's, in
+// a directory of root's that no one else writes. PMIX_* variables that a
+// user gives a step without a PMIx server (srun --mpi=none --export=...)
+// name no such directory; in a step with one, the server's PMIX_SERVER_URI*
+// replace the user's, so the port forwarded is the server's, not any port of
+// the host's loopback (another job's server, a local service).
+bool step_pmix_dir(const std::string& dir, const std::vector<std::string>& env) {
+    std::string job = env_entry(env, "SLURM_JOB_ID").value_or("");
+    std::string step = env_entry(env, "SLURM_STEP_ID").value_or("");
+    size_t slash = dir.rfind('/');
+    if (job.empty() || step.empty() || slash == std::string::npos ||
+        dir.substr(slash + 1) != "pmix." + job + "." + step)
+        return false;
+    struct stat d = {};
+    struct stat up = {};
+    if (::lstat(dir.c_str(), &d) != 0 || ::stat(slash == 0 ? "/" : dir.substr(0, slash).c_str(), &up) != 0)
+        return false;
+    return S_ISDIR(d.st_mode) && d.st_uid == ::getuid() && S_ISDIR(up.st_mode) && up.st_uid == 0 &&
+           (up.st_mode & 022) == 0;
 }
 
 }  // namespace
@@ -62,6 +88,11 @@ std::optional<PmixStep> pmix_step(const std::vector<std::string>& env) {
     if (s.tmpdir.empty() || s.tmpdir[0] != '/')
         SVM_REFUSE("the step's PMIx server gave no directory (PMIX_SERVER_TMPDIR): srun --mpi=pmix cannot start "
                    "ranks in the guests on this node");
+    if (!step_pmix_dir(s.tmpdir, env))
+        SVM_REFUSE(
+            "the step's PMIX_* variables do not name its own PMIx server (PMIX_SERVER_TMPDIR is not the "
+            "directory Slurm's mpi/pmix made for this step): srun --mpi=pmix cannot start ranks in the guests "
+            "on this node");
     return s;
 }
 
@@ -76,9 +107,9 @@ std::vector<std::string> pmix_guest_settings() {
     return {"PMIX_SECURITY_MODE=native", "PMIX_GDS_MODULE=hash", "PMIX_SYSTEM_TMPDIR=/tmp"};
 }
 
-std::vector<std::string> pmix_forward_options(int port, const std::string& log_file) {
+std::vector<std::string> pmix_forward_options(int port) {
     std::string p = std::to_string(port);
-    return {"-f", "-N", "-o", "ExitOnForwardFailure=yes", "-E", log_file, "-R", "127.0.0.1:" + p + ":127.0.0.1:" + p};
+    return {"-f", "-N", "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:" + p + ":127.0.0.1:" + p};
 }
 
 }  // namespace svm

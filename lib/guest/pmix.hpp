@@ -27,7 +27,10 @@ struct PmixStep {
 // The step's PMIx server from the task's environment; nullopt when the step
 // has no PMIx (no PMIX_NAMESPACE). Refuses (UserError, one sentence) what
 // cannot reach a guest: another MPI plugin's wire-up (pmi2's descriptor), a
-// server without a TCP address on the loopback, no step directory.
+// server without a TCP address on the loopback, no step directory, or
+// variables that name no PMIx server of the step's (PMIX_SERVER_TMPDIR not
+// the directory "pmix.JOB.STEP" that Slurm made: a user's PMIX_* given to a
+// step without a server would otherwise forward any port of the host's).
 std::optional<PmixStep> pmix_step(const std::vector<std::string>& env);
 
 // The port of a PMIx server URI "NAME;tcp4://127.0.0.1:PORT" (also with
@@ -43,7 +46,8 @@ std::vector<std::string> pmix_guest_settings();
 
 // ssh's options for the step's forward: the guest's 127.0.0.1:port to the
 // host's, with nothing else (no command, no terminal), failing when the
-// forward cannot be made, backgrounded once it is.
-std::vector<std::string> pmix_forward_options(int port, const std::string& log_file);
+// forward cannot be made, backgrounded once it is (no log file: in the
+// background ssh's messages go to /dev/null).
+std::vector<std::string> pmix_forward_options(int port);
 
 }  // namespace svm

@@ -247,12 +247,26 @@ int wait_exit(pid_t pid, long timeout_ms) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// What ssh said on stderr before it ended or went to the background (at
+// most 64 KiB, from a pipe that no one writes any more: in the background,
+// ssh writes to /dev/null).
+std::string drain(int fd) {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while (out.size() < 65536 && (n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    return out;
+}
+
 // srun --mpi=pmix (pmix.hpp): the step's PMIx server reached from the guest.
 // One SSH session per node and step forwards the guest's loopback port to
 // the host's: the step's first task on the node makes it (ssh -f returns once
 // the forward is made; the session stays, among the step's processes, until
 // Slurm ends the step and kills them); the others find its mark, under the
-// lock, in the step's own directory (the user's, removed with the step).
+// lock, in the step's own directory (the user's, removed with the step). The
+// session writes no file: what the guest makes it say later (a refused
+// channel, a failed connection) is not kept on the host's disk.
 // Returns "" or why the ranks cannot start.
 std::string ensure_pmix_forward(const JobPlan& p, const std::string& self, const PmixStep& s) {
     std::string lock = s.tmpdir + "/slurm-vm-forward.lock";
@@ -263,21 +277,30 @@ std::string ensure_pmix_forward(const JobPlan& p, const std::string& self, const
     while (::flock(fd, LOCK_EX) != 0)
         if (errno != EINTR) return "cannot lock " + lock + ": " + std::strerror(errno);
     if (::access(mark.c_str(), F_OK) == 0) return "";
-    std::string log_file = s.tmpdir + "/slurm-vm-forward.log";
     std::vector<std::string> args = ssh_argv(p, self, false);
-    std::vector<std::string> fwd = pmix_forward_options(s.port, log_file);
+    std::vector<std::string> fwd = pmix_forward_options(s.port);
     args.insert(args.end() - 1, fwd.begin(), fwd.end());
+    int err[2];
+    if (::pipe2(err, O_CLOEXEC | O_NONBLOCK) != 0) return std::string("cannot make a pipe: ") + std::strerror(errno);
     SpawnOptions o;
-    o.stdin_fd = o.stdout_fd = o.stderr_fd = SpawnOptions::kNull;
+    o.stdin_fd = o.stdout_fd = SpawnOptions::kNull;
+    o.stderr_fd = err[1];
     o.ignored_signals = forwarded_signals();  // it ends with the step, by SIGKILL
     o.exec_failure_status = 255;
-    int st = wait_exit(spawn(args, o), (std::max(60, p.boot_timeout_s / 5) + 30) * 1000L);
-    if (st != 0) {
-        std::string why;
-        read_file_if_exists(log_file, why);
-        return "cannot forward the step's PMIx server into the guest on " + p.node + ": " +
-               (trim(why).empty() ? "ssh ended with " + std::to_string(st) : log::tail_lines(trim(why), 1));
+    pid_t pid = -1;
+    try {
+        pid = spawn(args, o);
+    } catch (const Error& e) {
+        ::close(err[0]);
+        ::close(err[1]);
+        return "cannot run ssh: " + e.reason();
     }
+    ::close(err[1]);
+    int st = wait_exit(pid, (std::max(60, p.boot_timeout_s / 5) + 30) * 1000L);
+    std::string why = trim(drain(err[0]));
+    if (st != 0)
+        return "cannot forward the step's PMIx server into the guest on " + p.node + ": " +
+               (why.empty() ? "ssh ended with " + std::to_string(st) : log::tail_lines(log::printable(why), 1));
     write_file_atomic(mark, "", 0600);
     return "";
 }

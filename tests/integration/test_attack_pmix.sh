@@ -1,8 +1,11 @@
 #!/bin/bash
 # The PMIx channel of srun --mpi=pmix (lib/guest/pmix.hpp), attacked:
-# - one forward per node and step, not per task, and the user's own process;
+# - one forward per node and step, not per task, the user's own process,
+#   writing no file on the host (what a guest makes it log is not kept);
 # - another user's guest (job B, on another node) cannot reach job A's step
-#   server: not on its loopback, not through its gateway;
+#   server: not on its loopback, not through its gateway, nor through a
+#   forward of its own made from PMIX_* variables the user gave a step
+#   without a PMIx server (srun --mpi=none --export=PMIX_SERVER_URI4=...);
 # - a guest that floods its own step's server with garbage over many
 #   connections fails at most that step: the job's next MPI step works, no
 #   node drains, nothing is left.
@@ -57,7 +60,25 @@ port="$(cat "$wa/port.txt")"
 fwd="$(pgrep -f -- "-R 127.0.0.1:$port:127.0.0.1:$port" || true)"
 [[ "$(wc -w <<<"$fwd")" == 1 ]] || fail "expected one forward for 2 tasks on node1, found pids: $fwd"
 [[ "$(ps -o user= -p "$fwd" | tr -d ' ')" == "$SVM_USER" ]] || fail "the forward does not run as the job's user"
-pass "one forward for the step's 2 tasks on node1, as the user"
+# What the guest makes the session say once it is made (a refused channel, a
+# failed connection, without end) goes to no file on the host's disk.
+files="$(for f in /proc/"$fwd"/fd/*; do readlink "$f"; done | grep '^/' | grep -v '^/dev/null$' || true)"
+[[ -z "$files" ]] || fail "the forward holds files open on the host: $files"
+pass "one forward for the step's 2 tasks on node1, as the user, holding no file"
+
+# Job B's user gives a step without a PMIx server job A's port in PMIX_*:
+# refused, no forward.
+wait_state "$b" RUNNING 300
+rc=0
+o="$(cd "$wb" && as_user "$SVM_USER2" srun --jobid="$b" --overlap -n1 --mpi=none \
+    --export="ALL,PMIX_NAMESPACE=x,PMIX_SERVER_URI4=x;tcp4://127.0.0.1:$port,PMIX_SERVER_TMPDIR=$wb" \
+    bash -c "if timeout 10 bash -c 'echo hello >/dev/tcp/127.0.0.1/$port'; then echo REACHED; fi" 2>&1)" || rc=$?
+log "forged PMIx step: $(tr '\n' '|' <<<"$o")"
+grep -q "REACHED" <<<"$o" && fail "job B's guest reached job A's PMIx server through a forward of forged PMIX_*"
+grep -q "do not name its own PMIx server" <<<"$o" || fail "forged PMIX_* were not refused with their sentence"
+[[ $rc -ne 0 ]] || fail "the step with forged PMIX_* exited 0"
+pgrep -u "$SVM_USER2" -f "ExitOnForwardFailure=yes" >/dev/null && fail "job B has a forward"
+pass "PMIX_* forged in a step without a PMIx server make no forward"
 
 install -o "$SVM_USER2" -m 0644 "$wa/port.txt" "$wb/port.txt"
 state="$(wait_job "$b" 900)"
