@@ -37,7 +37,8 @@ int pmix_loopback_port(const std::string& uri) {
     for (const char* prefix : {"tcp4://127.0.0.1:", "tcp://127.0.0.1:"}) {
         if (!starts_with(addr, prefix)) continue;
         std::string digits = addr.substr(std::string(prefix).size());
-        if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+        if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
+            return 0;
         int port = std::stoi(digits);
         return port > 0 && port < 65536 ? port : 0;
     }
@@ -60,8 +61,9 @@ std::optional<PmixStep> pmix_step(const std::vector<std::string>& env) {
     s.tmpdir = env_entry(env, "PMIX_SERVER_TMPDIR").value_or("");
     while (s.tmpdir.size() > 1 && s.tmpdir.back() == '/') s.tmpdir.pop_back();
     if (s.tmpdir.empty() || s.tmpdir[0] != '/')
-        SVM_REFUSE("the step's PMIx server gave no directory (PMIX_SERVER_TMPDIR): srun --mpi=pmix cannot start "
-                   "ranks in the guests on this node");
+        SVM_REFUSE(
+            "the step's PMIx server gave no directory (PMIX_SERVER_TMPDIR): srun --mpi=pmix cannot start "
+            "ranks in the guests on this node");
     return s;
 }
 
