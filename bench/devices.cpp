@@ -35,21 +35,9 @@ double now_ms() {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-const char* kGpuBus[] = {"1b", "1c", "1d", "1e", "9b", "9c", "9d", "9e"};
-
 void build_node(FakeSysfs& fs) {
     base_node(fs);
-    for (int i = 0; i < 8; ++i) {
-        std::string a = std::string("0000:") + kGpuBus[i] + ":00.0";
-        fs.add({.address = a,
-                .vendor = 0x10de,
-                .device = 0x2330,
-                .klass = 0x030200,
-                .driver = "nvidia",
-                .numa_node = i / 4,
-                .iommu_group = (i < 4 ? 10 : 16) + i});
-        fs.nvidia_minor(a, i);
-    }
+    eight_gpu_functions(fs);
     hca(fs, "0000:2b:00.0", 0, 100, 32, 32);  // VFs: groups 101-132
     hca(fs, "0000:ab:00.0", 1, 200, 32, 32);  // VFs: groups 201-232
 }
@@ -57,7 +45,7 @@ void build_node(FakeSysfs& fs) {
 std::string config_json(const std::string& state_dir) {
     std::string g;
     for (int i = 0; i < 8; ++i)
-        g += std::string(i ? ", " : "") + R"({"pci": "0000:)" + kGpuBus[i] + R"(:00.0", "nvidia_minor": )" +
+        g += std::string(i ? ", " : "") + R"({"pci": "0000:)" + kEightGpuBuses[i] + R"(:00.0", "nvidia_minor": )" +
              std::to_string(i) + "}";
     return R"({"gpus": [)" + g +
            R"(], "vf_providers": [{"pci": "0000:2b:00.0"}, {"pci": "0000:ab:00.0"}],

@@ -50,6 +50,18 @@ inline void gpu_audio(FakeSysfs& fs) {
             .parent = "0000:3a:00.0"});
 }
 
+// An NVMe drive 0000:3c:00.0 (nvme) in one_gpu's IOMMU group 7: an endpoint
+// foreign to the job in the GPU's group.
+inline void foreign_nvme(FakeSysfs& fs) {
+    fs.add({.address = "0000:3c:00.0",
+            .vendor = 0x144d,
+            .device = 0xa808,
+            .klass = 0x010802,
+            .driver = "nvme",
+            .numa_node = 0,
+            .iommu_group = 7});
+}
+
 // An HCA physical function with `vfs` VFs (each in its own group).
 inline void hca(FakeSysfs& fs, const std::string& address, int numa, int group, int vfs, int total = 8) {
     fs.add({.address = address,
@@ -63,12 +75,13 @@ inline void hca(FakeSysfs& fs, const std::string& address, int numa, int group, 
             .sriov_numvfs = vfs});
 }
 
-// Eight GPUs, four per NUMA node (groups 10-13 and 20-23, minors 0-7), and an
-// HCA with four VFs on each node.
-inline void eight_gpus(FakeSysfs& fs) {
-    const char* buses[] = {"1b", "1c", "1d", "1e", "9b", "9c", "9d", "9e"};
+// The buses of eight_gpu_functions's GPUs (0000:BUS:00.0), four per NUMA node.
+inline constexpr const char* kEightGpuBuses[] = {"1b", "1c", "1d", "1e", "9b", "9c", "9d", "9e"};
+
+// Eight GPUs alone, four per NUMA node (groups 10-13 and 20-23, minors 0-7).
+inline void eight_gpu_functions(FakeSysfs& fs) {
     for (int i = 0; i < 8; ++i) {
-        std::string a = std::string("0000:") + buses[i] + ":00.0";
+        std::string a = std::string("0000:") + kEightGpuBuses[i] + ":00.0";
         fs.add({.address = a,
                 .vendor = 0x10de,
                 .device = 0x2330,
@@ -78,6 +91,12 @@ inline void eight_gpus(FakeSysfs& fs) {
                 .iommu_group = (i < 4 ? 10 : 16) + i});
         fs.nvidia_minor(a, i);
     }
+}
+
+// Eight GPUs, four per NUMA node (groups 10-13 and 20-23, minors 0-7), and an
+// HCA with four VFs on each node.
+inline void eight_gpus(FakeSysfs& fs) {
+    eight_gpu_functions(fs);
     hca(fs, "0000:2b:00.0", 0, 30, 4);
     hca(fs, "0000:ab:00.0", 1, 40, 4);
 }

@@ -3,13 +3,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "catch.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "proc.hpp"
 
 namespace svm::test {
 
@@ -30,6 +33,12 @@ TempDir::~TempDir() {
     }
 }
 
+std::string temp_device_stand_in(const TempDir& dir) {
+    std::string f = path_join(dir.path(), "kvm");
+    write_file_atomic(f, "", 0600);
+    return f;
+}
+
 UniqueFd listening_socket(const std::string& path) {
     struct sockaddr_un sa {};
     sa.sun_family = AF_UNIX;
@@ -40,6 +49,33 @@ UniqueFd listening_socket(const std::string& path) {
     if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) SVM_THROW_ERRNO("bind " + path);
     if (::listen(l.get(), 8) != 0) SVM_THROW_ERRNO("listen " + path);
     return l;
+}
+
+bool domain_validates(const std::string& xml) {
+    TempDir d("svm-xml");
+    write_file_atomic(d.path() + "/d.xml", xml);
+    auto r = run({"virt-xml-validate", d.path() + "/d.xml", "domain"});
+    if (r.status != 0) UNSCOPED_INFO(xml << r.out << r.err);
+    return r.status == 0;
+}
+
+std::optional<RunResult> run_schema_script(const std::string& schema_path, const std::string& script,
+                                           const std::vector<std::string>& args) {
+    RunOptions env;
+    for (char** e = environ; *e; ++e) env.env.emplace_back(*e);
+    if (!run({"/bin/sh", "-c", "python3 -c 'import jsonschema'"}, env).ok()) {
+        WARN("python3-jsonschema not installed: schema not checked");
+        return std::nullopt;
+    }
+    std::vector<std::string> argv{"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"",
+                                  "import json, sys, jsonschema\n"
+                                  "schema = json.load(open(sys.argv[1]))\n"
+                                  "jsonschema.Draft202012Validator.check_schema(schema)\n"
+                                  "v = jsonschema.Draft202012Validator(schema)\n" +
+                                      script,
+                                  schema_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, env);
 }
 
 std::string error_of(const std::function<void()>& fn) {

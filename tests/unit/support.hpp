@@ -1,12 +1,15 @@
 // What the unit tests share, in one place: a temporary directory that goes
-// away with the test however it ends, a listening socket, and the message of
-// a failing call.
+// away with the test however it ends, a listening socket, libvirt's verdict
+// on a domain's XML, python3's jsonschema, and the message of a failing call.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "fs.hpp"
+#include "proc.hpp"
 
 namespace svm::test {
 
@@ -24,6 +27,10 @@ public:
 private:
     std::string path_;
 };
+
+// A stand-in for /dev/kvm in `dir`: an empty file "kvm", mode 0600 (like
+// /dev/kvm on a node without udev rules); its path.
+std::string temp_device_stand_in(const TempDir& dir);
 
 // A Unix stream socket listening at path (close-on-exec), for a test's
 // stand-in of a daemon; throws if it cannot be made.
@@ -47,6 +54,19 @@ struct HugeTree {
         svm::write_file_atomic(root + "/proc/" + name, text);
     }
 };
+
+// Whether libvirt's schema (virt-xml-validate) accepts a domain's XML; when
+// it does not, the XML and what the validator said go with the next
+// assertion's report.
+bool domain_validates(const std::string& xml);
+
+// Runs script with python3 (the one on PATH, with this process's
+// environment) after a preamble that imports json, sys and jsonschema and
+// makes v, a Draft 2020-12 validator of the JSON Schema at schema_path (the
+// schema itself checked first); args are sys.argv[2:]. nullopt, with a
+// warning, where python3-jsonschema is not installed.
+std::optional<RunResult> run_schema_script(const std::string& schema_path, const std::string& script,
+                                           const std::vector<std::string>& args);
 
 // The chain (Error::chain) of the svm::Error that fn throws; "" when none.
 std::string error_of(const std::function<void()>& fn);

@@ -44,6 +44,19 @@ mode_t mode_of(const std::string& p) {
     return st.st_mode & 07777;
 }
 
+// test-prog's logger for job `job` on `node`: stderr with the usual prefix,
+// and the job's own file under log_dir; its setup.
+svm::log::Setup start_job_logger(uint32_t job, const std::string& node, const std::string& log_dir) {
+    svm::log::Setup s;
+    s.program = "test-prog";
+    s.job_id = job;
+    s.node = node;
+    s.stderr_prefix = "slurm-vm: ";
+    svm::log::init(s);
+    svm::log::add_job_file(log_dir);
+    return s;
+}
+
 std::vector<std::string> lines_of(const std::string& text) {
     std::vector<std::string> out;
     std::string line;
@@ -100,13 +113,7 @@ TEST_CASE("the logger writes stderr and the per-job file, created on the first l
     std::string log_dir = svm::path_join(t.path(), "log");
     std::string file = svm::path_join(log_dir, "nodeA/job_42.log");
     StderrCapture cap(t.path());
-    svm::log::Setup s;
-    s.program = "test-prog";
-    s.job_id = 42;
-    s.node = "nodeA";
-    s.stderr_prefix = "slurm-vm: ";
-    svm::log::init(s);
-    svm::log::add_job_file(log_dir);
+    svm::log::Setup s = start_job_logger(42, "nodeA", log_dir);
     CHECK_FALSE(svm::path_exists(file));  // a plain job leaves no file
     svm::log::info("guest prepared on nodeA");
     svm::log::error("refused: the image {0} %s has a backing file");  // no formatting of messages
@@ -267,13 +274,7 @@ TEST_CASE("the logger reports a refused per-job file once and goes on") {
     write_to(target, "precious\n");
     REQUIRE(::symlink(target.c_str(), svm::path_join(log_dir, "nodeB/job_9.log").c_str()) == 0);
     StderrCapture cap(t.path());
-    svm::log::Setup s;
-    s.program = "test-prog";
-    s.job_id = 9;
-    s.node = "nodeB";
-    s.stderr_prefix = "slurm-vm: ";
-    svm::log::init(s);
-    svm::log::add_job_file(log_dir);
+    start_job_logger(9, "nodeB", log_dir);
     svm::log::info("one");
     svm::log::info("two");
     svm::log::shutdown();

@@ -16,16 +16,10 @@
 #include "support.hpp"
 
 namespace {
+using svm::test::temp_device_stand_in;
 constexpr uid_t kNobodyish = 65534;
 constexpr gid_t kJobGid = 0x70000000u + 42;
 constexpr gid_t kOtherJobGid = 0x70000000u + 43;
-
-// A stand-in for /dev/kvm in `dir`.
-std::string temp_device_stand_in(const svm::test::TempDir& dir) {
-    std::string f = svm::path_join(dir.path(), "kvm");
-    svm::write_file_atomic(f, "", 0600);  // like /dev/kvm on a node without udev rules
-    return f;
-}
 }  // namespace
 
 TEST_CASE("a job's group gets read/write on a 0600 device node and loses it again") {

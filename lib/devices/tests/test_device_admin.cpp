@@ -68,36 +68,24 @@ TEST_CASE("device configuration fixtures: valid ones parse, invalid ones are ref
 }
 
 TEST_CASE("device configuration fixtures agree with etc/slurm-vm.devices.schema.json", "[devices]") {
-    // The schema is checked with python3's jsonschema where it is installed
-    // (the python3 on PATH, with this process's environment).
-    RunOptions env;
-    for (char** e = environ; *e; ++e) env.env.emplace_back(*e);
-    auto probe = run({"/bin/sh", "-c", "python3 -c 'import jsonschema'"}, env);
-    if (!probe.ok()) {
-        WARN("python3-jsonschema not installed: schema not checked");
-        return;
-    }
-    std::string script =
-        "import json, sys, jsonschema\n"
-        "schema = json.load(open(sys.argv[1]))\n"
-        "jsonschema.Draft202012Validator.check_schema(schema)\n"
-        "v = jsonschema.Draft202012Validator(schema)\n"
-        "bad = 0\n"
-        "for path in sys.argv[2:]:\n"
-        "    doc = json.load(open(path)).get('devices', {})\n"
-        "    errs = list(v.iter_errors(doc))\n"
-        "    want_valid = '/valid/' in path\n"
-        "    if bool(errs) == want_valid:\n"
-        "        print('MISMATCH', path, [e.message for e in errs]); bad += 1\n"
-        "sys.exit(1 if bad else 0)\n";
-    std::vector<std::string> argv{"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
-                                  std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.devices.schema.json"};
+    // The schema is checked with python3's jsonschema where it is installed.
+    std::vector<std::string> files;
     for (const char* kind : {"valid", "invalid"})
         for (const auto& f : list_dir(kFixtures + "/devices/" + kind))
-            argv.push_back(kFixtures + "/devices/" + kind + "/" + f);
-    auto r = run(argv, env);
-    INFO(r.out << r.err);
-    CHECK(r.ok());
+            files.push_back(kFixtures + "/devices/" + kind + "/" + f);
+    auto r = run_schema_script(std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.devices.schema.json",
+                               "bad = 0\n"
+                               "for path in sys.argv[2:]:\n"
+                               "    doc = json.load(open(path)).get('devices', {})\n"
+                               "    errs = list(v.iter_errors(doc))\n"
+                               "    want_valid = '/valid/' in path\n"
+                               "    if bool(errs) == want_valid:\n"
+                               "        print('MISMATCH', path, [e.message for e in errs]); bad += 1\n"
+                               "sys.exit(1 if bad else 0)\n",
+                               files);
+    if (!r) return;
+    INFO(r->out << r->err);
+    CHECK(r->ok());
 }
 
 namespace {
@@ -126,13 +114,7 @@ TEST_CASE("inventory describes GPUs, their groups and SR-IOV functions", "[devic
     base_node(fs);
     one_gpu(fs);
     gpu_audio(fs);
-    fs.add({.address = "0000:3c:00.0",
-            .vendor = 0x144d,
-            .device = 0xa808,
-            .klass = 0x010802,
-            .driver = "nvme",
-            .numa_node = 0,
-            .iommu_group = 7});
+    foreign_nvme(fs);
     hca(fs, "0000:5e:00.0", 1, 40, 2);
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}], "vf_providers": [{"pci": "0000:5e:00.0"}]})");
     Json inv = build_inventory(fs.sysfs_root(), &cfg);

@@ -213,13 +213,7 @@ TEST_CASE("a group with a foreign endpoint is refused, naming it", "[devices]") 
     FakeSysfs fs;
     base_node(fs);
     one_gpu(fs);
-    fs.add({.address = "0000:3c:00.0",
-            .vendor = 0x144d,
-            .device = 0xa808,
-            .klass = 0x010802,
-            .driver = "nvme",
-            .numa_node = 0,
-            .iommu_group = 7});
+    foreign_nvme(fs);
     DeviceConfig cfg = config_from(R"({"gpus": [{"pci": "0000:3b:00.0"}]})");
     std::string err = error_of([&] { plan_devices(fs.sysfs_root(), cfg, {"/dev/nvidia0"}); });
     CHECK_THAT(err, Catch::StartsWith("0000:3b:00.0: IOMMU group 7 also holds 0000:3c:00.0 (driver nvme), which is not "

@@ -95,14 +95,7 @@ TEST_CASE("VF pool: one VF per job, near the GPUs, exhausted with a clear error"
     CHECK(k.writes() == 0);  // reserving writes only the pool state, never sysfs
 
     // A PF without VFs.
-    fs.add({.address = "0000:5e:00.0",
-            .vendor = 0x15b3,
-            .device = 0x101b,
-            .klass = 0x020700,
-            .driver = "mlx5_core",
-            .numa_node = 0,
-            .iommu_group = 60,
-            .sriov_totalvfs = 8});
+    hca(fs, "0000:5e:00.0", 0, 60, 0);
     TempDir state2;
     DeviceConfig empty = vf_config(state2.path(), R"({"pci": "0000:5e:00.0"})");
     VfPool pool2(root, k, empty, "node001");
@@ -181,14 +174,20 @@ void full_node(FakeSysfs& fs) {
     hca(fs, "0000:2b:00.0", 0, 30, 2);
 }
 
-}  // namespace
-
-TEST_CASE("prepare_devices: GPU, audio and a VF, recorded before acting, undone to the original tree", "[devices]") {
+// That node, its VFs from the HCA 0000:2b:00.0 (vf_config), their state in
+// a directory of the test's own.
+struct VfNode {
     FakeSysfs fs;
-    full_node(fs);
     TempDir state;
     DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
     SysfsRoot root = fs.sysfs_root();
+    VfNode() { full_node(fs); }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(VfNode, "prepare_devices: GPU, audio and a VF, recorded before acting, undone to the original tree",
+                 "[devices]") {
     DevicePlan plan = plan_devices(root, cfg, {"/dev/nvidia0"});
     auto before = fs.snapshot();
     FakeKernel k(fs);
@@ -272,12 +271,7 @@ TEST_CASE("a failure injected at every write of bind + VF claim is undone byte f
     }
 }
 
-TEST_CASE("steps recorded but never taken, or taken twice, undo cleanly", "[devices]") {
-    FakeSysfs fs;
-    full_node(fs);
-    TempDir state;
-    DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
-    SysfsRoot root = fs.sysfs_root();
+TEST_CASE_METHOD(VfNode, "steps recorded but never taken, or taken twice, undo cleanly", "[devices]") {
     auto before = fs.snapshot();
     FakeKernel k(fs);
     VfioBinder b(root, k);
@@ -309,12 +303,7 @@ TEST_CASE("steps recorded but never taken, or taken twice, undo cleanly", "[devi
     CHECK(k.refusals().empty());
 }
 
-TEST_CASE("VFs removed under a job: undo gives back what is left", "[devices]") {
-    FakeSysfs fs;
-    full_node(fs);
-    TempDir state;
-    DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
-    SysfsRoot root = fs.sysfs_root();
+TEST_CASE_METHOD(VfNode, "VFs removed under a job: undo gives back what is left", "[devices]") {
     FakeKernel k(fs);
     MiniLedger ledger;
     prepare_devices(root, k, cfg, plan_devices(root, cfg, {"/dev/nvidia0"}), {.job = "5"}, ledger.fn());
@@ -424,12 +413,9 @@ TEST_CASE("device records through the ledger: a crash after any record is undone
     }
 }
 
-TEST_CASE("device records of the previous release are read, unknown or missing keys refused by name", "[devices]") {
-    FakeSysfs fs;
-    full_node(fs);
-    TempDir state, dir;
-    DeviceConfig cfg = vf_config(state.path(), R"({"pci": "0000:2b:00.0"})");
-    SysfsRoot root = fs.sysfs_root();
+TEST_CASE_METHOD(VfNode, "device records of the previous release are read, unknown or missing keys refused by name",
+                 "[devices]") {
+    TempDir dir;
     FakeKernel k(fs);
     auto before = fs.snapshot();
     // Bound by the previous release, whose ledger file says so in its words.

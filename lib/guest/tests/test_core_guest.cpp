@@ -9,6 +9,7 @@
 #include "error.hpp"
 #include "fs.hpp"
 #include "guest_exec.hpp"
+#include "guest_scenarios.hpp"
 #include "guest_script.hpp"
 #include "job_keys.hpp"
 #include "job_plan.hpp"
@@ -19,16 +20,8 @@
 
 namespace {
 svm::JobPlan sample_plan() {
-    svm::JobPlan p;
-    p.job_id = 42;
-    p.uid = 2001;
-    p.gid = 2001;
-    p.user = "alice";
-    p.group = "alice";
-    p.home = "/home/alice";
+    svm::JobPlan p = svm::test::alice_plan();
     p.workdir = "/home/alice/run dir";
-    p.node = "node1";
-    p.hostname = "node1-vm";
     p.domain_name = "slurm-vm-42-node1";
     p.ip = "10.213.43.10";
     p.mac = "52:54:0a:d5:2b:0a";
@@ -80,12 +73,7 @@ TEST_CASE("domain XML pins CPUs, pins the backing format and validates against l
     CHECK(
         x.find("<format type='qcow2'/>\n        <source file='/home/alice/a&amp;b.qcow2'/>\n        <backingStore/>") !=
         std::string::npos);
-    svm::test::TempDir d_dir("svm-unit");
-    std::string d = d_dir.path();
-    svm::write_file_atomic(d + "/d.xml", x);
-    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    INFO(r.out << r.err);
-    CHECK(r.status == 0);
+    CHECK(svm::test::domain_validates(x));
     s.type = "qemu";
     s.base_format = "vmdk";
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
@@ -514,12 +502,7 @@ TEST_CASE("domain XML with passed-through devices: hostdevs, NUMA-bound memory, 
     CHECK(x.find("<hostdev mode='subsystem' type='pci' managed='no'>") != std::string::npos);
     CHECK(x.find("<address domain='0x0000' bus='0x3b' slot='0x00' function='0x1'/>") != std::string::npos);
     CHECK(x.find("<address domain='0x0000' bus='0x5e' slot='0x00' function='0x3'/>") != std::string::npos);
-    svm::test::TempDir d_dir("svm-unit");
-    std::string d = d_dir.path();
-    svm::write_file_atomic(d + "/d.xml", x);
-    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    INFO(r.out << r.err);
-    CHECK(r.status == 0);
+    CHECK(svm::test::domain_validates(x));
     s.hostdevs = {{"nonsense", "gpu", 1}};
     CHECK_THROWS_AS(svm::domain_xml(s), svm::Error);
 }

@@ -7,6 +7,7 @@
 #include "catch.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_scenarios.hpp"
 #include "guest_script.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
@@ -23,13 +24,7 @@ svm::SeedKeys keys() {
 }
 
 svm::JobPlan base_plan() {
-    svm::JobPlan p;
-    p.job_id = 42;
-    p.uid = p.gid = 2001;
-    p.user = p.group = "alice";
-    p.home = "/home/alice";
-    p.node = "node1";
-    p.hostname = "node1-vm";
+    svm::JobPlan p = svm::test::alice_plan();
     p.ip = "10.213.43.10";
     p.prefix_len = 16;
     p.mac = "52:54:0a:d5:2b:0a";

@@ -11,6 +11,7 @@
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_scenarios.hpp"
 #include "guest_script.hpp"
 #include "irq_profile.hpp"
 #include "job_plan.hpp"
@@ -18,32 +19,10 @@
 #include "seed.hpp"
 #include "support.hpp"
 
-extern char** environ;
-
 namespace {
+using svm::test::domain_validates;
+using svm::test::placement_domain;
 using svm::test::reason_of;
-
-bool validates(const std::string& xml) {
-    svm::test::TempDir d_dir("svm-place");
-    std::string d = d_dir.path();
-    svm::write_file_atomic(d + "/d.xml", xml);
-    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    INFO(r.out << r.err);
-    return r.status == 0;
-}
-
-svm::DomainSpec base_spec() {
-    svm::DomainSpec s;
-    s.name = "slurm-vm-7-n1";
-    s.type = "kvm";
-    s.memory_mib = 4096;
-    s.host_cpus = {8, 9};
-    s.overlay = "/run/slurm-vm/job_7/overlay.qcow2";
-    s.base = "/img.raw";
-    s.base_format = "raw";
-    s.seed = "/run/slurm-vm/job_7/seed.iso";
-    return s;
-}
 
 size_t count(const std::string& hay, const std::string& needle) {
     size_t n = 0;
@@ -56,7 +35,7 @@ size_t count(const std::string& hay, const std::string& needle) {
 // --- PCIe layout ---------------------------------------------------------------
 
 TEST_CASE("guests without passthrough devices keep the pc machine and no PCIe controllers", "[placement]") {
-    std::string x = svm::domain_xml(base_spec());
+    std::string x = svm::domain_xml(placement_domain());
     CHECK(x.find("machine='pc'") != std::string::npos);
     CHECK(x.find("<controller") == std::string::npos);
     CHECK(x.find("<hostdev") == std::string::npos);
@@ -65,7 +44,7 @@ TEST_CASE("guests without passthrough devices keep the pc machine and no PCIe co
 
 TEST_CASE("the guest agent's channels are virtio-serial ports on the keeper's sockets, only when asked",
           "[placement]") {
-    svm::DomainSpec s = base_spec();
+    svm::DomainSpec s = placement_domain();
     CHECK(svm::domain_xml(s).find("<channel") == std::string::npos);
     s.agent_channels = {"/run/slurm-vm/n1/job_7/agent.sock", "/run/slurm-vm/n1/job_7/agent-out.sock",
                         "/run/slurm-vm/n1/job_7/agent-err.sock"};
@@ -83,11 +62,11 @@ TEST_CASE("the guest agent's channels are virtio-serial ports on the keeper's so
                  "      <source mode='bind' path='/run/slurm-vm/n1/job_7/agent-err.sock'/>\n"
                  "      <target type='virtio' name='org.slurm-vm.agent-err'/>\n"
                  "    </channel>\n") != std::string::npos);
-    CHECK(validates(x));
+    CHECK(domain_validates(x));
 }
 
 TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe switch (golden)", "[placement]") {
-    svm::DomainSpec s = base_spec();
+    svm::DomainSpec s = placement_domain();
     s.numa_node = 1;
     s.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:3b:00.1", "companion", 1}, {"0000:5e:00.3", "vf", 1}};
     std::string x = svm::domain_xml(s);
@@ -124,11 +103,11 @@ TEST_CASE("GPU and companion and VF of one NUMA node sit behind one guest PCIe s
         "    <memballoon model='none'/>\n";
     INFO(x);
     CHECK(x.find(golden) != std::string::npos);
-    CHECK(validates(x));
+    CHECK(domain_validates(x));
 }
 
 TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host order", "[placement]") {
-    svm::DomainSpec s = base_spec();
+    svm::DomainSpec s = placement_domain();
     // Out of order on purpose: the companion before its GPU, node 1 before node 0.
     s.hostdevs = {{"0000:d8:00.1", "companion", 1},
                   {"0000:d8:00.0", "gpu", 1},
@@ -158,10 +137,10 @@ TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host o
     CHECK(x.find("bus='0x86' slot='0x00' function='0x0'/></source>\n"
                  "      <address type='pci' domain='0x0000' bus='0x08' slot='0x00' function='0x0'/>") !=
           std::string::npos);
-    CHECK(validates(x));
+    CHECK(domain_validates(x));
     // Hugepages and the PCIe layout together still validate.
     s.hugepage_kib = 2048;
-    CHECK(validates(svm::domain_xml(s)));
+    CHECK(domain_validates(svm::domain_xml(s)));
 
     s.hostdevs = {{"0000:3b:00.0", "gpu", 0}, {"0000:3b:00.0", "gpu", 0}};
     CHECK_THAT(reason_of([&] { svm::domain_xml(s); }), Catch::Contains("given twice"));
@@ -170,7 +149,7 @@ TEST_CASE("devices on two NUMA nodes get a switch each and functions keep host o
 }
 
 TEST_CASE("a function whose NUMA node is unknown joins the switch of the guest memory's node", "[placement]") {
-    svm::DomainSpec s = base_spec();
+    svm::DomainSpec s = placement_domain();
     s.numa_node = 1;
     s.hostdevs = {{"0000:3b:00.0", "gpu", 1}, {"0000:5e:00.3", "vf", -1}};
     std::string x = svm::domain_xml(s);
@@ -204,41 +183,24 @@ TEST_CASE("plan keeps each passed-through function's role and NUMA node and read
 // --- Interrupt moderation profiles ----------------------------------------------
 
 TEST_CASE("the node configuration example and the new keys agree with etc/slurm-vm.schema.json", "[placement]") {
-    svm::RunOptions env;
-    for (char** e = environ; *e; ++e) env.env.emplace_back(*e);
-    if (!svm::run({"/bin/sh", "-c", "python3 -c 'import jsonschema'"}, env).ok()) {
-        WARN("python3-jsonschema not installed: schema not checked");
-        return;
-    }
-    std::string script =
-        "import json, sys, jsonschema\n"
-        "schema = json.load(open(sys.argv[1]))\n"
-        "jsonschema.Draft202012Validator.check_schema(schema)\n"
-        "v = jsonschema.Draft202012Validator(schema)\n"
+    auto r = svm::test::run_schema_script(
+        std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.schema.json",
         "good = [json.load(open(sys.argv[2])),\n"
         "        {'hugepages': 'required', 'hugepage_size_kib': 1048576, 'irq_profile': 'latency'},\n"
         "        {'hugepages': 'off', 'irq_profile': 'throughput'}]\n"
         "bad = [{'hugepages': 'yes'}, {'irq_profile': 'fast'}, {'hugepage_size_kib': -1}]\n"
         "errs = [d for d in good if list(v.iter_errors(d))] + [d for d in bad if not list(v.iter_errors(d))]\n"
         "print(errs)\n"
-        "sys.exit(1 if errs else 0)\n";
-    auto r = svm::run(
-        {"/bin/sh", "-c", "exec python3 -c \"$0\" \"$@\"", script,
-         std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.schema.json", std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.json"},
-        env);
-    INFO(r.out << r.err);
-    CHECK(r.ok());
+        "sys.exit(1 if errs else 0)\n",
+        {std::string(SVM_SOURCE_DIR) + "/etc/slurm-vm.json"});
+    if (!r) return;
+    INFO(r->out << r->err);
+    CHECK(r->ok());
 }
 
 namespace {
 svm::JobPlan vf_plan(const std::string& profile, const std::string& link_layer) {
-    svm::JobPlan p;
-    p.job_id = 42;
-    p.uid = p.gid = 2001;
-    p.user = p.group = "alice";
-    p.home = "/home/alice";
-    p.node = "node1";
-    p.hostname = "node1-vm";
+    svm::JobPlan p = svm::test::alice_plan();
     p.irq_profile = profile;
     p.vf_link_layer = link_layer;
     p.vf_mac = "02:00:12:34:00:01";

@@ -22,6 +22,7 @@
 #include "virtiofs.hpp"
 
 namespace {
+using svm::test::domain_validates;
 
 svm::DomainSpec share_domain() {
     svm::DomainSpec s;
@@ -35,15 +36,6 @@ svm::DomainSpec share_domain() {
     s.shares = {{"/home/alice", "svmshare0", "/run/slurm-vm/node1/job_42/share0.sock"},
                 {"/scratch/alice", "svmshare1", "/run/slurm-vm/node1/job_42/share1.sock"}};
     return s;
-}
-
-void validates(const std::string& xml) {
-    svm::test::TempDir d_dir("svm-vfs");
-    std::string d = d_dir.path();
-    svm::write_file_atomic(d + "/d.xml", xml);
-    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    INFO(xml << r.out << r.err);
-    CHECK(r.status == 0);
 }
 
 // "Uid:" or "Gid:" of /proc/PID/status: real, effective, saved, fs.
@@ -73,13 +65,13 @@ TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for 
     CHECK(x.find("accessmode='squash'") == std::string::npos);
     // A TCG guest's translation cache is bounded (QEMU's default: 1 GiB).
     CHECK(x.find("<tb-cache unit='MiB'>256</tb-cache>") != std::string::npos);
-    validates(x);
+    CHECK(domain_validates(x));
 
     s.hugepage_kib = 2048;
     x = svm::domain_xml(s);
     CHECK(x.find("</hugepages>\n    <access mode='shared'/>\n  </memoryBacking>") != std::string::npos);
     CHECK(x.find("memfd") == std::string::npos);
-    validates(x);
+    CHECK(domain_validates(x));
 
     // 9p: QEMU serves the directory; guest memory stays private.
     for (auto& sh : s.shares) sh.socket.clear();
@@ -88,7 +80,7 @@ TEST_CASE("virtio-fs shares: vhost-user sockets, shared guest memory, valid for 
     CHECK(x.find("<filesystem type='mount' accessmode='squash'>\n      <source dir='/home/alice'/>") !=
           std::string::npos);
     CHECK(x.find("memoryBacking") == std::string::npos);
-    validates(x);
+    CHECK(domain_validates(x));
 }
 
 TEST_CASE("the seed mounts shares over the plan's file system and names what an image lacks", "[virtiofs]") {

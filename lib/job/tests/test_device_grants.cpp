@@ -13,15 +13,9 @@
 #include "vm_job.hpp"
 
 namespace {
+using svm::test::temp_device_stand_in;
 constexpr gid_t kJobGid = 0x70000000u + 42;
 constexpr gid_t kOtherJobGid = 0x70000000u + 43;
-
-// A stand-in for /dev/kvm in `dir`.
-std::string temp_device_stand_in(const svm::test::TempDir& dir) {
-    std::string f = svm::path_join(dir.path(), "kvm");
-    svm::write_file_atomic(f, "", 0600);  // like /dev/kvm on a node without udev rules
-    return f;
-}
 }  // namespace
 
 TEST_CASE("doctor's kvm check: ACL entries work, an open device warns, an absent one fails for KVM guests") {

@@ -48,20 +48,8 @@ TEST_CASE("doctor: each check OK, WARN or FAIL with its fix", "[devices]") {
     CHECK_THAT(format_doctor(good), Catch::Contains("[OK  ] gpu 0000:3b:00.0: usable: IOMMU group 7, NUMA node 0"));
 
     // Break things one by one.
-    fs.add({.address = "0000:3c:00.0",
-            .vendor = 0x144d,
-            .klass = 0x010802,
-            .driver = "nvme",
-            .numa_node = 0,
-            .iommu_group = 7});
-    fs.add({.address = "0000:5f:00.0",
-            .vendor = 0x15b3,
-            .device = 0x101b,
-            .klass = 0x020700,
-            .driver = "mlx5_core",
-            .numa_node = 1,
-            .iommu_group = 50,
-            .sriov_totalvfs = 4});
+    foreign_nvme(fs);
+    hca(fs, "0000:5f:00.0", 1, 50, 0, 4);
     fs.interrupt_remapping(false);
     ::unlink(fs.path("sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages").c_str());
     DeviceConfig cfg2 =

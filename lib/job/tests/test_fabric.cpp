@@ -5,21 +5,14 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "guest_scenarios.hpp"
 #include "proc.hpp"
 #include "seed.hpp"
 
 namespace {
 
 svm::JobPlan fabric_plan() {
-    svm::JobPlan p;
-    p.job_id = 42;
-    p.uid = 2001;
-    p.gid = 2001;
-    p.user = "alice";
-    p.group = "alice";
-    p.home = "/home/alice";
-    p.node = "node1";
-    p.hostname = "node1-vm";
+    svm::JobPlan p = svm::test::alice_plan();
     p.ip = "10.213.43.10";
     p.mac = "52:54:0a:d5:2b:0a";
     p.fabric_ip = "10.214.43.10";

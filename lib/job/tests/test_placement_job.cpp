@@ -8,6 +8,7 @@
 #include "domain_xml.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "guest_scenarios.hpp"
 #include "irq_profile.hpp"
 #include "job_plan.hpp"
 #include "keeper.hpp"
@@ -16,30 +17,10 @@
 #include "vm_job.hpp"
 
 namespace {
+using svm::test::domain_validates;
 using svm::test::HugeTree;
+using svm::test::placement_domain;
 using svm::test::reason_of;
-
-bool validates(const std::string& xml) {
-    svm::test::TempDir d_dir("svm-place");
-    std::string d = d_dir.path();
-    svm::write_file_atomic(d + "/d.xml", xml);
-    auto r = svm::run({"virt-xml-validate", d + "/d.xml", "domain"});
-    INFO(r.out << r.err);
-    return r.status == 0;
-}
-
-svm::DomainSpec base_spec() {
-    svm::DomainSpec s;
-    s.name = "slurm-vm-7-n1";
-    s.type = "kvm";
-    s.memory_mib = 4096;
-    s.host_cpus = {8, 9};
-    s.overlay = "/run/slurm-vm/job_7/overlay.qcow2";
-    s.base = "/img.raw";
-    s.base_format = "raw";
-    s.seed = "/run/slurm-vm/job_7/seed.iso";
-    return s;
-}
 
 svm::PlannedDevice planned(const char* address, const char* role, int numa_node) {
     svm::PlannedDevice d;
@@ -61,7 +42,7 @@ TEST_CASE("keeper: the guest's memory backing follows the plan and refusals name
     p.numa_node = 1;
     p.hugepages = "required";
     p.hugepage_size_kib = 2048;
-    svm::DomainSpec d = base_spec();
+    svm::DomainSpec d = placement_domain();
     d.memory_mib = 1025;
     std::string note = svm::back_guest_memory(d, p, root);
     CHECK(d.hugepage_kib == 2048);
@@ -71,9 +52,9 @@ TEST_CASE("keeper: the guest's memory backing follows the plan and refusals name
     CHECK(x.find("  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n    </hugepages>\n"
                  "  </memoryBacking>\n") != std::string::npos);
     CHECK(x.find("<memory unit='MiB'>1024</memory>") != std::string::npos);
-    CHECK(validates(x));
+    CHECK(domain_validates(x));
 
-    d = base_spec();
+    d = placement_domain();
     d.memory_mib = 4096;  // 2048 pages, 1024 free
     CHECK(reason_of([&] { svm::back_guest_memory(d, p, root); }) ==
           "node n1 cannot start the job's guest: hugepages are required by the node configuration, but NUMA node 1 "
@@ -179,11 +160,11 @@ TEST_CASE("devices on several NUMA nodes: guest memory interleaved over them, an
     CHECK(q.numa_nodes == p.numa_nodes);
     CHECK(q.placement == p.placement);
 
-    svm::DomainSpec s = base_spec();
+    svm::DomainSpec s = placement_domain();
     s.numa_interleave = {0, 1};
     std::string x = svm::domain_xml(s);
     CHECK(x.find("<memory mode='interleave' nodeset='0,1'/>") != std::string::npos);
-    CHECK(validates(x));
+    CHECK(domain_validates(x));
     s.numa_node = 1;  // one node wins: strict
     CHECK(svm::domain_xml(s).find("<memory mode='strict' nodeset='1'/>") != std::string::npos);
 

@@ -75,6 +75,15 @@ svm::SubmitProcess process(std::vector<std::string> env, std::vector<std::string
     return p;
 }
 
+// A job's submission as the plugin sees it: a host that records what it is
+// told, and options naming a node configuration in a directory of its own.
+struct PluginJob {
+    svm::test::TempDir d{"svm-plugin"};
+    FakeHost host;
+    svm::PluginOptions o;
+    PluginJob() { o.config = write_config(d.path()); }
+};
+
 }  // namespace
 
 TEST_CASE("plugin: plugstack.conf takes config=FILE and nothing else", "[plugin]") {
@@ -85,11 +94,8 @@ TEST_CASE("plugin: plugstack.conf takes config=FILE and nothing else", "[plugin]
           "unknown plugstack.conf argument \"debug\" (known: config=FILE)");
 }
 
-TEST_CASE("plugin: a job without --vm-image passes nothing on, VM options alone are refused", "[plugin]") {
-    svm::test::TempDir d("svm-plugin");
-    FakeHost host;
-    svm::PluginOptions o;
-    o.config = write_config(d.path());
+TEST_CASE_METHOD(PluginJob, "plugin: a job without --vm-image passes nothing on, VM options alone are refused",
+                 "[plugin]") {
     svm::submit_request(host, o, process({"PATH=/bin"}));
     CHECK(host.passed.empty());
 
@@ -107,11 +113,7 @@ TEST_CASE("plugin: a job without --vm-image passes nothing on, VM options alone 
     CHECK_FALSE(svm::test::reason_of([&] { svm::submit_request(host, q, process({})); }).empty());
 }
 
-TEST_CASE("plugin: --vm-image=none is refused where the partition requires a VM", "[plugin]") {
-    svm::test::TempDir d("svm-plugin");
-    FakeHost host;
-    svm::PluginOptions o;
-    o.config = write_config(d.path());
+TEST_CASE_METHOD(PluginJob, "plugin: --vm-image=none is refused where the partition requires a VM", "[plugin]") {
     o.image = "none";
     svm::PluginOptions a = o;
     std::string r = svm::test::reason_of([&] {
@@ -147,11 +149,7 @@ TEST_CASE("plugin: the partition asked for: command line, then environment, then
     CHECK(svm::submit_partitions(host, process({})) == V{"dflt"});
 }
 
-TEST_CASE("plugin: a missing image is refused at submit with its path made absolute", "[plugin]") {
-    svm::test::TempDir d("svm-plugin");
-    FakeHost host;
-    svm::PluginOptions o;
-    o.config = write_config(d.path());
+TEST_CASE_METHOD(PluginJob, "plugin: a missing image is refused at submit with its path made absolute", "[plugin]") {
     o.image = "sub/img.qcow2";
     std::string r = svm::test::reason_of([&] { svm::submit_request(host, o, process({})); });
     CHECK(r.find("/nonexistent-cwd/sub/img.qcow2") != std::string::npos);
@@ -178,11 +176,8 @@ TEST_CASE("plugin: find_plan picks this node's plan among the %n state directori
     CHECK(host.errors[0].find("missing.json") != std::string::npos);
 }
 
-TEST_CASE("plugin: a task of a VM job is wrapped in slurm-vm-exec, the batch step is marked", "[plugin]") {
-    svm::test::TempDir d("svm-plugin");
-    FakeHost host;
-    svm::PluginOptions o;
-    o.config = write_config(d.path());
+TEST_CASE_METHOD(PluginJob, "plugin: a task of a VM job is wrapped in slurm-vm-exec, the batch step is marked",
+                 "[plugin]") {
     svm::JobPlan p = write_plan(d.path(), "node1", 90, 0);
     svm::TaskIds ids{90, 0, 4242, false, true};
     // What would load the user's code into slurm-vm-exec on the host goes.
