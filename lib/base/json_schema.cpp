@@ -35,7 +35,7 @@ const std::set<std::string> kChecked = {"type",
                                         "additionalProperties"};
 
 constexpr int kMaxDepth = 64;                // schemas nested, $ref included
-constexpr size_t kMaxPatternSubject = 4096;  // bytes a pattern is matched on
+constexpr size_t kMaxPatternSubject = 1024;  // bytes a pattern is matched on (std::regex recurses per byte)
 
 struct Walk {
     const json_t* root;  // the schema "#/..." refers to
