@@ -238,8 +238,8 @@ void report_lost(const JobPlan& p, const std::string& way, bool gone = false) {
 // Waits at most timeout_ms for `pid`; its exit status, or -1 (then killed).
 int wait_exit(pid_t pid, long timeout_ms) {
     int st = 0;
-    for (long end = now_ms() + timeout_ms; ::waitpid(pid, &st, WNOHANG) != pid; ::usleep(20000)) {
-        if (now_ms() <= end) continue;
+    if (!poll_until(Deadline(Milliseconds(timeout_ms)), Milliseconds(20),
+                    [&] { return ::waitpid(pid, &st, WNOHANG) == pid; })) {
         ::kill(pid, SIGKILL);
         ::waitpid(pid, nullptr, 0);
         return -1;
