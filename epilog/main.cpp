@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
+#include "checkpoint.hpp"
 #include "config.hpp"
 #include "doctor.hpp"
 #include "error.hpp"
@@ -76,15 +78,7 @@ int prolog_epilog_timeout_s() {
 // disk, an image replaced, a save too slow): logged, and told to the user in
 // slurm-<jobid>.vm-save.txt in the job's directory (the job's record no longer
 // takes updates once the job ended); never a reason to drain the node.
-void save_if_asked(const svm::NodeConfig& cfg, uint32_t job) {
-    std::string plan_file = svm::path_join(cfg.job_dir(job), "plan.json");
-    if (!svm::path_exists(plan_file)) return;
-    svm::JobPlan p;
-    try {
-        p = svm::load_plan(plan_file);
-    } catch (const svm::Error&) {
-        return;
-    }
+void save_if_asked(const svm::NodeConfig& cfg, const svm::JobPlan& p, uint32_t job) {
     if (p.save_path.empty() || p.job_id != job) return;
     try {
         int bound = svm::save_bound_s(cfg.save_timeout_s, prolog_epilog_timeout_s());
@@ -97,6 +91,36 @@ void save_if_asked(const svm::NodeConfig& cfg, uint32_t job) {
             svm::log::warn(n.chain());
         }
     }
+}
+
+// The job's plan on this node; nullopt for none or one that cannot be read.
+std::optional<svm::JobPlan> plan_of(const svm::NodeConfig& cfg, uint32_t job) {
+    std::string plan_file = svm::path_join(cfg.job_dir(job), "plan.json");
+    if (!svm::path_exists(plan_file)) return std::nullopt;
+    try {
+        svm::JobPlan p = svm::load_plan(plan_file);
+        if (p.job_id == job) return p;
+    } catch (const svm::Error&) {
+    }
+    return std::nullopt;
+}
+
+// --vm-resume=auto (checkpoint.hpp): Slurm requeued the job (asked of
+// slurmctld, not of anything the job wrote): its guest is saved; it ended
+// for good: its checkpoint goes. Slurm cannot be asked: neither. True when
+// the guest was saved (the job has not ended: no --vm-save).
+bool checkpoint_if_requeued(const svm::NodeConfig& cfg, const svm::JobPlan& p) {
+    if (p.checkpoint_dir.empty()) return false;
+    std::string why;
+    std::optional<svm::JobStatus> st = svm::read_job_status(p.job_id, 10000, why);
+    if (!st) {
+        svm::log::warn("the job's checkpoint is left as it is: Slurm cannot tell whether it requeued the job: " + why);
+        return false;
+    }
+    std::string said = svm::checkpoint_at_end(cfg, p, st->requeued(),
+                                              svm::save_bound_s(cfg.checkpoint.timeout_s, prolog_epilog_timeout_s()));
+    if (!said.empty()) svm::log::info(said);
+    return st->requeued();
 }
 
 int run(const std::string& config) {
@@ -125,7 +149,8 @@ int run(const std::string& config) {
             svm::log::add_job_file(cfg.log_dir);
             svm::log::debug("epilog started");
             keep_what_failed(cfg, job);
-            save_if_asked(cfg, job);
+            std::optional<svm::JobPlan> p = plan_of(cfg, job);
+            if (p && !checkpoint_if_requeued(cfg, *p)) save_if_asked(cfg, *p, job);
         }
         auto failures = svm::teardown_job(cfg, job);
         if (failures.empty()) {

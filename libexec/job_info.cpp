@@ -4,8 +4,11 @@
 // (slurm_load_job), so no field of the job is parsed out of text (`scontrol
 // show job` prints a user's job name raw: a newline in it forged the
 // AdminComment line), and prints what it got as
-//   {"jobs":[{"job_id":N,"admin_comment":"..." or null}]}
-// the shape of `scontrol --json show job`, which Slurm 22.05 lacks (its
+//   {"jobs":[{"job_id":N,"admin_comment":"..." or null,"state":"RUNNING",
+//             "requeue":false,"preempt_time":0,"restart_cnt":0}]}
+// (state: the base state's name; requeue: Slurm is requeueing the job, or
+// holds it pending after a requeue; preempt_time: when its preemption
+// started, 0 if it was not preempted) in the shape of `scontrol --json show job`, which Slurm 22.05 lacks (its
 // `squeue --json` ignores -j and prints every job). The caller bounds and
 // checks the output (admin_comment_of_json, parse_record). Only this file
 // links libslurm.
@@ -31,6 +34,25 @@ int load_job(job_info_msg_t** msg, uint32_t id) {
 #else
     return slurm_load_job(msg, id, SHOW_ALL);
 #endif
+}
+
+// The name of a job's base state (slurm.h's job_states), as scontrol says it.
+const char* base_state_name(uint32_t state) {
+    switch (state & JOB_STATE_BASE) {
+    case JOB_PENDING: return "PENDING";
+    case JOB_RUNNING: return "RUNNING";
+    case JOB_SUSPENDED: return "SUSPENDED";
+    case JOB_COMPLETE: return "COMPLETED";
+    case JOB_CANCELLED: return "CANCELLED";
+    case JOB_FAILED: return "FAILED";
+    case JOB_TIMEOUT: return "TIMEOUT";
+    case JOB_NODE_FAIL: return "NODE_FAIL";
+    case JOB_PREEMPTED: return "PREEMPTED";
+    case JOB_BOOT_FAIL: return "BOOT_FAIL";
+    case JOB_DEADLINE: return "DEADLINE";
+    case JOB_OOM: return "OUT_OF_MEMORY";
+    default: return "UNKNOWN";
+    }
 }
 
 }  // namespace
@@ -61,6 +83,10 @@ int main(int argc, char** argv) {
         json_t* c = j->admin_comment ? json_string(j->admin_comment) : json_null();
         // Not UTF-8: not a record slurm-vm wrote (it is replaced, and said so).
         json_object_set_new(o, "admin_comment", c ? c : json_string("(not UTF-8)"));
+        json_object_set_new(o, "state", json_string(base_state_name(j->job_state)));
+        json_object_set_new(o, "requeue", json_boolean((j->job_state & JOB_REQUEUE) != 0));
+        json_object_set_new(o, "preempt_time", json_integer(static_cast<json_int_t>(j->preempt_time)));
+        json_object_set_new(o, "restart_cnt", json_integer(j->restart_cnt));
         json_array_append_new(jobs, o);
     }
     slurm_free_job_info_msg(msg);

@@ -23,6 +23,7 @@
 
 #include "error.hpp"
 #include "guest_console.hpp"
+#include "job_record.hpp"
 #include "log.hpp"
 #include "srun_options.hpp"
 #include "srun_relay.hpp"
@@ -113,6 +114,16 @@ int main(int argc, char** argv) {
             return 2;
         }
         host_side_environment();
+        // A resumable job's batch step asks Slurm at a TERM whether the job
+        // is requeued or preempted (slurm-vm-job-info, as the user).
+        uint32_t job =
+            static_cast<uint32_t>(std::strtoul(getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "0", nullptr, 10));
+        t->requeued = [job] {
+            std::string why;
+            std::optional<svm::JobStatus> st = job ? svm::read_job_status(job, 10000, why) : std::nullopt;
+            if (!st) svm::log::warn("cannot tell whether Slurm requeues the job: " + why);
+            return st && (st->requeued() || st->preempt_time != 0);
+        };
         return run_task(*t);
     } catch (const svm::Error& e) {
         svm::log::error(e.chain());

@@ -5,7 +5,7 @@
 // submit.cpp and remote.cpp, the logic in lib/job/plugin.hpp.
 //
 //   sbatch/salloc/srun (local, allocator): --vm-image, --vm-kernel, --vm-initrd,
-//     --vm-cmdline, --vm-irq-profile, --vm-save (and their SLURM_VM_* twins); the image is
+//     --vm-cmdline, --vm-irq-profile, --vm-save, --vm-resume (and their SLURM_VM_* twins); the image is
 //     checked as the submitting user and handed to the prolog through the job control
 //     environment (SPANK_SLURM_VM_IMAGE, ...).
 //   slurmstepd, extern step (remote): starts the keeper, which runs the guest
@@ -87,6 +87,7 @@ int opt_initrd(int, const char* a, int) { return set_opt(options().initrd, a, "v
 int opt_cmdline(int, const char* a, int) { return set_opt(options().cmdline, a, "vm-cmdline"); }
 int opt_irq_profile(int, const char* a, int) { return set_opt(options().irq_profile, a, "vm-irq-profile"); }
 int opt_save(int, const char* a, int) { return set_opt(options().save, a, "vm-save"); }
+int opt_resume(int, const char* a, int) { return set_opt(options().resume, a, "vm-resume"); }
 int opt_console(int, const char*, int) {
     options().console = true;
     return 0;
@@ -112,6 +113,11 @@ struct spank_option k_options[] = {
      const_cast<char*>("When the job ends, write the first node's guest disk as a new image to PATH, owned by you "
                        "(env: SLURM_VM_SAVE)."),
      1, 0, opt_save},
+    {const_cast<char*>("vm-resume"), const_cast<char*>("auto|never"),
+     const_cast<char*>("auto: when Slurm requeues the job (preemption, scontrol requeue), save its VMs and resume "
+                       "them where they stopped on its next run, instead of starting the script again "
+                       "(env: SLURM_VM_RESUME; the site's default when not given)."),
+     1, 0, opt_resume},
     {const_cast<char*>("vm-console"), nullptr,
      const_cast<char*>("(srun in a VM job; used by `slurm-vm console`) print the serial console of the node's guest "
                        "instead of running the command."),

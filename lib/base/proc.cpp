@@ -599,11 +599,11 @@ bool process_recorded_alive(const std::string& pid_file, const std::string& expe
     return pid && runs(pid, expect);
 }
 
-void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms) {
+void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms, int sig) {
     pid_t pid = recorded_pid(pid_file);
     if (!pid || !runs(pid, expect)) return;
     auto ended = [&] { return !runs(pid, expect); };
-    ::kill(pid, SIGTERM);
+    ::kill(pid, sig);
     if (poll_until(Deadline(Milliseconds(grace_ms)), Milliseconds(50), ended)) return;
     ::kill(pid, SIGKILL);
     if (poll_until(Deadline(Milliseconds(5000)), Milliseconds(10), ended)) return;

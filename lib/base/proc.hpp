@@ -2,6 +2,7 @@
 // a user's path), with resource limits and a timeout, output captured.
 #pragma once
 #include <sys/types.h>
+#include <csignal>
 
 #include <functional>
 #include <initializer_list>
@@ -174,8 +175,9 @@ void reap_exited_children(const std::string& comm_prefix);
 // Waits (at most timeout_ms) until pid no longer exists at all, zombie
 // included: once its parent, or init, has reaped it.
 void wait_until_reaped(pid_t pid, int timeout_ms);
-// Stops such a process if it still runs: SIGTERM, then SIGKILL after grace_ms
-// (0: at once); returns when it is gone, throws if SIGKILL did not end it.
-void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms);
+// Stops such a process if it still runs: `sig` (SIGTERM; the keeper saves its
+// guest on SIGUSR2), then SIGKILL after grace_ms (0: at once); returns when
+// it is gone, throws if SIGKILL did not end it.
+void stop_recorded_process(const std::string& pid_file, const std::string& expect, int grace_ms, int sig = SIGTERM);
 
 }  // namespace svm

@@ -257,6 +257,7 @@ std::string domain_xml(const DomainSpec& s) {
     std::string x;
     x += "<domain type='" + xml_escape(s.type) + "'>\n";
     x += "  <name>" + xml_escape(s.name) + "</name>\n";
+    if (!s.uuid.empty()) x += "  <uuid>" + xml_escape(s.uuid) + "</uuid>\n";
     x += memory_and_cpus_xml(s);
     x += machine_xml(s);
     x += "  <devices>\n";

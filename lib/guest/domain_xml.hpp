@@ -32,6 +32,7 @@ inline constexpr const char* kAgentPortNames[kAgentPorts] = {"org.slurm-vm.agent
 
 struct DomainSpec {
     std::string name;
+    std::string uuid;          // a saved guest's, to restore it (libvirt requires the same); "" = libvirt's choice
     std::string type = "kvm";  // "kvm" or "qemu" (TCG)
     std::string emulator = "/usr/bin/qemu-system-x86_64";
     int64_t memory_mib = 1024;

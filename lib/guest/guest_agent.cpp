@@ -121,12 +121,47 @@ void GuestAgent::start(const std::string& command, const std::string& stdin_data
         SVM_THROW_ERRNO("send the command to the guest's agent");
 }
 
-std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const std::function<void()>& tick) {
+GuestAgent::Reattached GuestAgent::reattach(int timeout_ms) {
+    if (!write_all(ctl_.get(), "reattach\n")) return Reattached::lost;
+    const Deadline deadline{Milliseconds(timeout_ms)};
+    std::string line;
+    while (read_ctl_line(line, deadline.remaining_ms())) {
+        if (line == "idle") return Reattached::idle;
+        if (line.rfind("nonce ", 0) == 0) {
+            std::string n = line.substr(6);
+            if (n.size() != 32 || n.find_first_not_of("0123456789abcdef") != std::string::npos) return Reattached::lost;
+            nonce_ = n;
+            // Lines the agent sent after: the rest of the relay's.
+            for (size_t nl; (nl = ctl_buf_.find('\n')) != std::string::npos;) {
+                std::string more = ctl_buf_.substr(0, nl);
+                ctl_buf_.erase(0, nl + 1);
+                note_ctl_line(more, {});
+            }
+            return Reattached::running;
+        }
+        note_ctl_line(line, {});  // "exit", "srun": sent before it read ours
+    }
+    return Reattached::lost;
+}
+
+void GuestAgent::note_ctl_line(const std::string& line, const std::function<void()>& tick) {
+    std::optional<int> st = agent_status(line, "exit");
+    if (st && !status_) {
+        status_ = st;
+    } else if (line == "srun" && !srun_asked_) {
+        srun_asked_ = true;
+        if (tick) tick();
+    }
+}
+
+std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const std::function<void()>& tick,
+                                    const std::function<bool(int)>& carry) {
     UntilNonce streams[2] = {UntilNonce(nonce_), UntilNonce(nonce_)};
     const int dst[2] = {out_fd, err_fd};
     bool ended[2] = {false, false};  // the channel closed (the guest is gone)
-    std::optional<int> status;
+    std::optional<int>& status = status_;
     std::optional<Deadline> drained_by;  // set with status
+    if (status) drained_by = Deadline(Milliseconds(kDrainMs));
     Deadline next_tick{Milliseconds(200)};
     char buf[65536];
     auto finish = [&](std::optional<int> st) {
@@ -161,26 +196,28 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
             for (size_t nl; (nl = ctl_buf_.find('\n')) != std::string::npos;) {
                 std::string line = ctl_buf_.substr(0, nl);
                 ctl_buf_.erase(0, nl + 1);
-                std::optional<int> st = agent_status(line, "exit");
-                if (st && !status) {
-                    status = st;
-                    drained_by = Deadline(Milliseconds(kDrainMs));
-                } else if (line == "srun" && !srun_asked_) {
-                    srun_asked_ = true;
-                    if (tick) tick();
-                }
+                bool had = status.has_value();
+                note_ctl_line(line, tick);
+                if (status && !had) drained_by = Deadline(Milliseconds(kDrainMs));
             }
             if (ctl_buf_.size() > kMaxCtlLine) ctl_buf_.clear();
         }
-        if (signal_fd >= 0 && (p[3].revents & POLLIN)) {
-            unsigned char b;
-            while (::read(signal_fd, &b, 1) == 1) {
-                std::string name = forwarded_signal_name(b);
-                if (name.empty() || status) continue;
-                if (!write_all(ctl_.get(), "signal " + name + "\n")) return finish(std::nullopt);
-            }
-        }
+        if (signal_fd >= 0 && (p[3].revents & POLLIN) && !relay_signals(signal_fd, carry)) return finish(std::nullopt);
     }
+}
+
+bool GuestAgent::relay_signals(int signal_fd, const std::function<bool(int)>& carry) {
+    unsigned char b;
+    while (::read(signal_fd, &b, 1) == 1) {
+        std::string name = forwarded_signal_name(b);
+        if (name.empty() || status_) continue;
+        if (carry && !carry(b)) {
+            detached_ = true;
+            return false;
+        }
+        if (!write_all(ctl_.get(), "signal " + name + "\n")) return false;
+    }
+    return true;
 }
 
 bool GuestAgent::read_ctl_line(std::string& line, int timeout_ms) {

@@ -54,11 +54,25 @@ public:
     // Sends the command (a shell command for the user's shell), its stdin
     // and the file where it notes its process group (signals go there).
     void start(const std::string& command, const std::string& stdin_data, const std::string& pid_file);
+    // A restored guest (a requeued resumable job): takes over from the host
+    // side that was there when it was saved. `running` when the agent runs
+    // (or ran) the command: wait() then relays the rest of it; `idle` when
+    // it still waits for one (start() it); `lost` when it does not answer
+    // within timeout_ms.
+    enum class Reattached { running, idle, lost };
+    Reattached reattach(int timeout_ms);
     // Relays until the command has ended: its stdout and stderr to out_fd and
     // err_fd, each signal number read from signal_fd into the guest; calls
     // `tick` about every 200 ms. Returns its exit status, or nullopt when the
-    // guest was lost (its channels closed).
-    std::optional<int> wait(int signal_fd, int out_fd, int err_fd, const std::function<void()>& tick);
+    // guest was lost (its channels closed) or `carry` said to let go of the
+    // command (detached()). `carry` (when given) decides for each signal
+    // whether it goes into the guest; false: the relay ends, the command
+    // goes on in the guest (a requeued resumable job's, saved with it).
+    std::optional<int> wait(int signal_fd, int out_fd, int err_fd, const std::function<void()>& tick,
+                            const std::function<bool(int)>& carry = {});
+    bool detached() const { return detached_; }
+    // The three channels (tests share them with another host side).
+    std::vector<int> channel_fds() const { return {ctl_.get(), out_.get(), err_.get()}; }
     // Syncs the guest's file systems (--vm-save): its status, or nullopt when
     // the agent did not answer within timeout_ms.
     std::optional<int> sync(int timeout_ms);
@@ -68,9 +82,15 @@ public:
 
 private:
     bool read_ctl_line(std::string& line, int timeout_ms);
+    void note_ctl_line(const std::string& line, const std::function<void()>& tick);
+    // Each signal read from signal_fd into the guest; false when the relay
+    // ends (the channel is lost, or `carry` let go of the command).
+    bool relay_signals(int signal_fd, const std::function<bool(int)>& carry);
     UniqueFd ctl_, out_, err_;
     std::string nonce_, ctl_buf_;
     bool srun_asked_ = false;
+    bool detached_ = false;
+    std::optional<int> status_;  // the command's, once the agent said it
 };
 
 }  // namespace svm

@@ -36,6 +36,9 @@ void who_fields(V& v, P& p) {
     v("dir", p.dir);
     v("overlay_dir", p.overlay_dir);
     v.optional("save_path", p.save_path);
+    v.optional("checkpoint_dir", p.checkpoint_dir);
+    v.optional("restore_from", p.restore_from);
+    v.optional("resume_note", p.resume_note);
 }
 
 template <class V, class P>

@@ -68,6 +68,12 @@ struct JobPlan {
     // --vm-save: where the epilog writes this guest's disk (overlay and base)
     // as a new image, as the user. Set on the job's first node only.
     std::string save_path;
+    // --vm-resume=auto (lib/job/checkpoint.hpp): the job's checkpoint
+    // directory, where this guest is saved when Slurm requeues the job ("" =
+    // not resumable); restore_from: the saved guest this run restores
+    // instead of booting; resume_note: what the batch step tells the user
+    // (why the job is not resumable, or starts afresh).
+    std::string checkpoint_dir, restore_from, resume_note;
     // The node's hugepage policy for the guest's memory (hugepages.hpp); the
     // keeper decides with the guest's size and records it in guest.json.
     std::string hugepages = "off";

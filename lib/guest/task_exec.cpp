@@ -322,19 +322,32 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
     // set-up failed may be destroyed while the command is sent, and the
     // user is told why rather than the step dying of the signal unheard.
     forward_signals_to_pipe();
+    GuestAgent::Reattached was = p.restore_from.empty() ? GuestAgent::Reattached::idle : agent.reattach(60000);
+    if (was == GuestAgent::Reattached::running) log::info("the job goes on where it was when Slurm requeued it");
     try {
-        if (command.size() <= kMaxInlineCommand) agent.start(command, "", c.pid_file);
-        else agent.start(remote_shell_command(c), script, c.pid_file);
+        if (was == GuestAgent::Reattached::lost) SVM_THROW("the restored guest's agent does not answer");
+        bool inline_script = command.size() <= kMaxInlineCommand;
+        if (was == GuestAgent::Reattached::idle)
+            agent.start(inline_script ? command : remote_shell_command(c), inline_script ? "" : script, c.pid_file);
     } catch (const Error& e) {
         log::debug(e.chain());
         report_lost(p, "the guest agent's channel", true);
         return 255;
     }
     SrunForward fwd;
-    std::optional<int> st = agent.wait(g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO, [&] {
-        if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
-    });
+    std::optional<int> st = agent.wait(
+        g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO,
+        [&] {
+            if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
+        },
+        [&](int sig) { return !(sig == SIGTERM && !p.checkpoint_dir.empty() && t.requeued && t.requeued()); });
     fwd.stop();
+    if (agent.detached()) {
+        log::info(
+            "Slurm requeues the job: its guest is saved with the script as it runs, to go on where it stopped "
+            "when the job runs again");
+        return 0;
+    }
     // The agent answers whatever the guest's readiness (sshd's daemon may
     // not be up yet when a short script ends).
     if (st && !p.save_path.empty()) {
@@ -443,13 +456,16 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
         try {
             srun_relay = std::make_unique<SrunRelay>();
             srun_relay->start();
-            c.srun_port = 30000 + static_cast<int>(::getpid() % 30000);
+            // The same for every run of the job: a restored script's srun
+            // finds its relay there again.
+            c.srun_port = 30000 + static_cast<int>(p.job_id % 30000);
         } catch (const Error& e) {
             log::warn("srun will not work inside the guest: " + e.reason());
         }
     }
     // The batch script goes to the guest's agent, which waits for it from
     // early in the guest's boot; without one, over SSH once the guest is ready.
+    if (t.batch && !p.resume_note.empty()) log::warn(p.resume_note);
     if (t.batch) {
         if (std::optional<GuestAgent> agent = GuestAgent::take(p.agent_socket())) {
             int rc = run_by_agent(p, t, c, *agent, script, srun_relay.get());

@@ -5,6 +5,7 @@
 // goes to the guest's agent (lib/guest/guest_agent.hpp), every other task
 // (and the batch script of a guest without the agent) over SSH.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@ struct TaskInvocation {
     int console_fd = -1;            // srun --vm-console: print this, run nothing
     std::vector<std::string> env;   // NAME=value
     std::string cwd;
+    // A resumable job's batch step (JobPlan::checkpoint_dir), at a TERM:
+    // whether Slurm requeues or preempts the job, asked of Slurm (then the
+    // script is not signalled: its guest is saved as it runs).
+    std::function<bool()> requeued;
 };
 
 // Slurm 22.05: argv[0] was replaced, the original is in SLURM_VM_ARGV0;

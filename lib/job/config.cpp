@@ -168,7 +168,23 @@ void read_oci(const json_t* o, OciSettings& oci, const std::string& node_name) {
     oci.reserve_bytes = gib_bytes(o, "reserve_gib", oci.reserve_bytes);
 }
 
+void read_checkpoint(const json_t* o, CheckpointConfig& cp) {
+    read_valid(o, "dir", cp.dir);
+    cp.max_bytes = gib_bytes(o, "max_gib", cp.max_bytes);
+    read_valid(o, "timeout_s", cp.timeout_s);
+    read_valid(o, "resume", cp.resume);
+    const char* k;
+    json_t* v;
+    json_object_foreach(json_object_get(o, "partitions"), k, v) cp.partitions[k] = json_string_value(v);
+}
+
 }  // namespace
+
+std::string CheckpointConfig::resume_of(const std::string& asked, const std::string& partition) const {
+    if (!asked.empty()) return asked;
+    auto it = partitions.find(partition);
+    return it != partitions.end() ? it->second : resume;
+}
 
 void validate_node_config(const json_t* doc) {
     static const Json node = json_parse(kNodeSchema, "slurm-vm.schema.json");
@@ -192,6 +208,7 @@ NodeConfig parse_config(const std::string& text, const std::string& node_name, c
         read_guest(root.get(), c);
         read_network(json_object_get(root.get(), "network"), c.network, node_name);
         read_oci(json_object_get(root.get(), "oci"), c.oci, node_name);
+        read_checkpoint(json_object_get(root.get(), "checkpoint"), c.checkpoint);
         if (json_t* d = json_object_get(root.get(), "devices")) c.devices = json_ref(d);
         c.site = parse_site_catalogue(json_object_get(root.get(), "images"), json_object_get(root.get(), "partitions"));
     } catch (Error& e) {

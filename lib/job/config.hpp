@@ -35,6 +35,19 @@ struct NetworkConfig {
     std::string fabric_prefix;  // IPv4 /16, for "ipoib"
 };
 
+// Resumable VM jobs (lib/job/checkpoint.hpp): where a requeued job's guests
+// are saved, and which jobs are resumable by default.
+struct CheckpointConfig {
+    std::string dir;  // shared by the nodes; empty: no job is resumable
+    uint64_t max_bytes = uint64_t(64) << 30;
+    int timeout_s = 120;
+    std::string resume = "never";                   // "auto" or "never"
+    std::map<std::string, std::string> partitions;  // partition -> "auto" or "never"
+    // The job's --vm-resume: its own ("" = none given), else its partition's,
+    // else the site's.
+    std::string resume_of(const std::string& asked, const std::string& partition) const;
+};
+
 // The group the name service (getgrgid_r: /etc/group, SSSD, LDAP, ...)
 // holds for gid: its name ("gid N" for one it cannot describe within 1 MiB),
 // nullopt when none.
@@ -111,6 +124,7 @@ struct NodeConfig {
     // Registry images (--vm-image=docker://...): skopeo, the per-node cache
     // ("%n" = the node) and its bound, registries reached over plain HTTP.
     OciSettings oci;
+    CheckpointConfig checkpoint;
 
     std::string job_dir(uint32_t job_id) const;
     gid_t job_gid(uint32_t job_id) const;

@@ -29,6 +29,7 @@
 #include <algorithm>
 
 #include "cgroup.hpp"
+#include "checkpoint.hpp"
 #include "cpuset.hpp"
 #include "deadline.hpp"
 #include "dev_acl.hpp"
@@ -52,6 +53,12 @@ namespace {
 std::atomic<bool> g_stop{false};
 constexpr size_t kUserConsoleBytes = 1u << 20;
 void on_term(int) { g_stop = true; }
+// The epilog of a requeued resumable job: save the guest, then end.
+std::atomic<bool> g_save{false};
+void on_save(int) {
+    g_save = true;
+    g_stop = true;
+}
 
 // Copies between `a` (a client of the job's socket) and `b` (the guest's
 // sshd) until both have closed.
@@ -221,6 +228,39 @@ DomainPtr start_domain(virConnectPtr c, const std::string& xml, int image_fd, st
     }
     int fds[1] = {image_fd};
     if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 && virDomainCreate(dom.get()) == 0) return dom;
+    why = libvirt_last_error();
+    virDomainUndefine(dom.get());
+    return DomainPtr();
+}
+
+// Restores a saved guest (checkpoint.hpp) as this node describes it, under
+// the saved guest's UUID (libvirt requires it), the image's descriptor
+// associated first as for a new guest; null, with libvirt's reason in `why`,
+// when it does not run.
+DomainPtr restore_domain(virConnectPtr c, DomainSpec spec, int image_fd, const std::string& file, std::string& why) {
+    char* saved = virDomainSaveImageGetXMLDesc(c, file.c_str(), 0);
+    if (!saved) {
+        why = libvirt_last_error();
+        return DomainPtr();
+    }
+    std::string text(saved);
+    std::free(saved);
+    size_t a = text.find("<uuid>"), b = text.find("</uuid>");
+    if (a == std::string::npos || b == std::string::npos || b < a || b - a > 64) {
+        why = "the saved guest has no UUID";
+        return DomainPtr();
+    }
+    spec.uuid = text.substr(a + 6, b - a - 6);
+    std::string xml = domain_xml(spec);
+    DomainPtr dom(virDomainDefineXML(c, xml.c_str()));
+    if (!dom) {
+        why = libvirt_last_error();
+        return dom;
+    }
+    int fds[1] = {image_fd};
+    if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 &&
+        virDomainRestoreFlags(c, file.c_str(), xml.c_str(), VIR_DOMAIN_SAVE_RUNNING) == 0)
+        return dom;
     why = libvirt_last_error();
     virDomainUndefine(dom.get());
     return DomainPtr();
@@ -518,6 +558,8 @@ private:
     struct BootWatch;
     Failure watch_boot(BootWatch& w, bool& ready);
     Failure wait_for_sshd(const Deadline& deadline, bool& ready);
+    Failure resume_ready(bool& ready);
+    bool save_guest();
     void note_ready();
     void publish_record(long t_set_up);
     void start_digest();
@@ -558,12 +600,16 @@ private:
 
 // Signals sent to the job's steps are for the tasks (slurm-vm-exec carries
 // them into the guest), not for us (we are out of their reach anyway: see
-// join_cgroups_of). The epilog stops us with TERM.
+// join_cgroups_of). The epilog stops us with TERM, or with USR2
+// to save the guest first (a requeued resumable job: checkpoint.hpp).
 void Keeper::ignore_job_signals() {
     struct sigaction sa {};
     sa.sa_handler = on_term;
     ::sigaction(SIGTERM, &sa, nullptr);
-    for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
+    struct sigaction save {};
+    save.sa_handler = on_save;
+    ::sigaction(SIGUSR2, &save, nullptr);
+    for (int sig : {SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGALRM, SIGPIPE}) ::signal(sig, SIG_IGN);
 }
 
 // A failed or dead guest: the admin gets the console, the caller publishes
@@ -767,7 +813,12 @@ Keeper::Failure Keeper::start_guest() {
         lv = connecting_.get();
         conn_ = std::move(lv.conn);
         std::string why;
-        dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
+        if (!p_.restore_from.empty()) {
+            dom_ = restore_domain(conn_.get(), spec_, image_fd_.get(), p_.restore_from, why);
+            if (!dom_) SVM_THROW("its saved state was not restored: " + why);
+        } else {
+            dom_ = start_domain(conn_.get(), xml_, image_fd_.get(), why);
+        }
         if (!dom_ && spec_.hugepage_kib > 0 && p_.hugepages == "auto") {
             // Another guest took the free hugepages since they were counted.
             backing_ = "normal pages: the guest did not start on hugepages (" + why + ")";
@@ -784,7 +835,8 @@ Keeper::Failure Keeper::start_guest() {
     }
     t_created_ = now_ms();
     pin.release();
-    log::info("guest " + p_.domain_name + " created in " + std::to_string(t_created_ - t0_) + " ms");
+    log::info("guest " + p_.domain_name + (p_.restore_from.empty() ? " created" : " restored from its checkpoint") +
+              " in " + std::to_string(t_created_ - t0_) + " ms");
     refresh_capabilities(lv.cpu_cache, lv.caps_before, lv.cpu);
     return std::nullopt;
 }
@@ -917,6 +969,37 @@ Keeper::Failure Keeper::wait_for_sshd(const Deadline& deadline, bool& ready) {
     return std::nullopt;
 }
 
+// A restored guest is as it was saved: its agent runs the job's first
+// command already (the batch step reattaches to it), its sshd listens.
+Keeper::Failure Keeper::resume_ready(bool& ready) {
+    if (agent_->connected()) agent_->offered = true;
+    ready = true;
+    if (p_.ip.empty()) return std::nullopt;
+    return wait_for_sshd(Deadline(Milliseconds(30000)), ready);
+}
+
+// A requeued resumable job (checkpoint.hpp): libvirt pauses the guest,
+// writes its state and ends it; the epilog keeps the overlay beside it.
+bool Keeper::save_guest() {
+    std::string file = checkpoint_file(p_.checkpoint_dir, p_.node_index, "save");
+    std::string tmp = file + ".new";
+    ::unlink(tmp.c_str());
+    long t = now_ms();
+    if (virDomainSaveFlags(dom_.get(), tmp.c_str(), nullptr, 0) != 0) {
+        log::error("the guest was not saved: " + libvirt_last_error());
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    if (::rename(tmp.c_str(), file.c_str()) != 0) {
+        log::error("the guest's saved state was not kept: " + std::string(std::strerror(errno)));
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    write_guest_state(p_, {GuestState::Phase::stopped, "saved for the job's next run"});
+    log::info("guest saved for the job's next run in " + std::to_string(now_ms() - t) + " ms");
+    return true;
+}
+
 // The guest is ready: its figures (guest.json), its state, and its record
 // for Slurm accounting, published by the caller in a thread of its own.
 // The guest is ready: its figures (guest.json), its state, and its record
@@ -1014,6 +1097,7 @@ int Keeper::live() {
         }
         pause_for(Milliseconds(250));
     }
+    if (g_save && !p_.checkpoint_dir.empty() && save_guest()) return 0;
     log::debug("the job ended: ending the guest");
     long t_stop = now_ms();
     destroy_now(dom_.get(), p_.embed_root(), p_.domain_name);
@@ -1045,7 +1129,7 @@ int Keeper::run() {
     for (auto step : {&Keeper::start_guest, &Keeper::start_guest_access})
         if (Failure f = (this->*step)()) return fail(*f);
     bool ready = false;
-    if (Failure f = wait_until_ready(ready)) return fail(*f);
+    if (Failure f = p_.restore_from.empty() ? wait_until_ready(ready) : resume_ready(ready)) return fail(*f);
     if (ready) note_ready();
     return live();
 }

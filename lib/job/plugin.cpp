@@ -96,7 +96,8 @@ void check_registry_ref(const std::string& image, const OciSettings& os) {
 }
 
 bool has_vm_extras(const PluginOptions& opt, bool irq_option) {
-    return !opt.kernel.empty() || !opt.initrd.empty() || !opt.cmdline.empty() || irq_option || !opt.save.empty();
+    return !opt.kernel.empty() || !opt.initrd.empty() || !opt.cmdline.empty() || irq_option || !opt.save.empty() ||
+           !opt.resume.empty();
 }
 
 // --vm-image=none: refused where the partition requires a VM; passed on, so
@@ -105,7 +106,7 @@ void submit_no_vm(PluginHost& host, const PluginOptions& opt, bool irq_option, c
                   const SubmitProcess& proc) {
     if (has_vm_extras(opt, irq_option))
         SVM_THROW(
-            "--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile and --vm-save need a "
+            "--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile, --vm-save and --vm-resume need a "
             "--vm-image other than none");
     VmChoice c = choose_vm(cat, opt.image, submit_partitions(host, proc));
     if (!c.refusal.empty()) SVM_THROW(c.refusal);
@@ -167,13 +168,17 @@ void submit_request(PluginHost& host, PluginOptions& opt, const SubmitProcess& p
     from_env(opt.initrd, "SLURM_VM_INITRD");
     from_env(opt.cmdline, "SLURM_VM_CMDLINE");
     from_env(opt.save, "SLURM_VM_SAVE");
+    from_env(opt.resume, "SLURM_VM_RESUME");
+    if (!opt.resume.empty() && opt.resume != "auto" && opt.resume != "never")
+        SVM_THROW("--vm-resume=" + opt.resume + " is not a choice: use --vm-resume=auto or --vm-resume=never");
     // A profile in the environment is a preference (it may be set for every
     // job); only the option itself asks for a VM.
     bool irq_option = !opt.irq_profile.empty();
     from_env(opt.irq_profile, "SLURM_VM_IRQ_PROFILE");
     if (opt.image.empty()) {
         if (has_vm_extras(opt, irq_option))
-            SVM_THROW("--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile and --vm-save need --vm-image");
+            SVM_THROW(
+                "--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile, --vm-save and --vm-resume need --vm-image");
         return;
     }
     std::optional<NodeConfig> cfg = submit_config(opt.config);
@@ -184,7 +189,8 @@ void submit_request(PluginHost& host, PluginOptions& opt, const SubmitProcess& p
                                                                {"SLURM_VM_INITRD", &opt.initrd},
                                                                {"SLURM_VM_CMDLINE", &opt.cmdline},
                                                                {"SLURM_VM_IRQ_PROFILE", &opt.irq_profile},
-                                                               {"SLURM_VM_SAVE", &opt.save}};
+                                                               {"SLURM_VM_SAVE", &opt.save},
+                                                               {"SLURM_VM_RESUME", &opt.resume}};
     for (const auto& [name, value] : vars)
         if (!value->empty()) host.pass_to_job(name, *value);
 }

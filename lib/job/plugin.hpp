@@ -21,7 +21,7 @@
 namespace svm {
 
 struct PluginOptions {
-    std::string image, kernel, initrd, cmdline, irq_profile, save;
+    std::string image, kernel, initrd, cmdline, irq_profile, save, resume;
     bool console = false;  // srun --vm-console (slurm-vm console): print the guest's console
     std::string config = std::string(SVM_SYSCONFDIR) + "/slurm-vm.json";
 };

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "cgroup.hpp"
+#include "checkpoint.hpp"
 #include "dev_acl.hpp"
 #include "device_steps.hpp"
 #include "embed_root.hpp"
@@ -283,6 +284,7 @@ JobRequest job_request_from_env(char** envp) {
     r.irq_profile = env_get(envp, "SPANK_SLURM_VM_IRQ_PROFILE");
     r.partition = env_get(envp, "SLURM_JOB_PARTITION");
     r.save = env_get(envp, "SPANK_SLURM_VM_SAVE");
+    r.resume = env_get(envp, "SPANK_SLURM_VM_RESUME");
     std::string gpus = env_get(envp, "SLURM_JOB_GPUS");
     size_t pos = 0;
     while (!gpus.empty() && pos <= gpus.size()) {
@@ -346,10 +348,11 @@ static std::vector<std::string> underlay_addresses(const NetworkConfig& net, con
 // planned and recorded before it is made; the guest's address and its peers
 // into the plan. Nothing when the site gives guests no network of their own.
 static std::optional<JobSegment> plan_network(const NodeConfig& cfg, const JobRequest& req,
-                                              const std::vector<std::string>& nodes, JobPlan& p, Ledger& ledger) {
+                                              const std::vector<std::string>& nodes,
+                                              const std::vector<std::string>& guest_nodes, JobPlan& p, Ledger& ledger) {
     const NetworkConfig& net = cfg.network;
     if (net.prefix.empty()) {
-        p.peers.push_back({req.node, p.hostname, ""});
+        p.peers.push_back({guest_nodes.at(static_cast<size_t>(p.node_index)), p.hostname, ""});
         return std::nullopt;
     }
     JobSegment s = plan_segment(req.job_id, p.node_index, nodes, underlay_addresses(net, nodes), net.prefix, net.netns,
@@ -357,7 +360,7 @@ static std::optional<JobSegment> plan_network(const NodeConfig& cfg, const JobRe
     for (size_t i = 0; i < nodes.size(); ++i) {
         std::string fabric_ip;
         if (net.fabric == "ipoib") fabric_ip = fabric_address(net.fabric_prefix, req.job_id, static_cast<int>(i)).ip;
-        p.peers.push_back({nodes[i], nodes[i] + "-vm", s.peers[i].guest.ip, fabric_ip});
+        p.peers.push_back({guest_nodes[i], guest_nodes[i] + "-vm", s.peers[i].guest.ip, fabric_ip});
         if (static_cast<int>(i) == p.node_index) p.fabric_ip = fabric_ip;
     }
     p.ip = s.self().guest.ip;
@@ -399,6 +402,11 @@ struct Preparation {
     VmChoice choice;                 // the partition's policy for the job
     Ledger ledger;                   // every host change, recorded before it is made
     std::vector<std::string> nodes;  // the job's nodes, in order
+    // The nodes its guests were first prepared for (their names and host
+    // keys): `nodes`, or those of the checkpoint this run restores.
+    std::vector<std::string> guest_nodes;
+    std::optional<std::vector<CheckpointEntry>> saved;  // the job's whole checkpoint, if any
+    std::string saved_why;                              // why a checkpoint there is not used
     JobPlan p;
     Credentials who;                // the job's user
     UniqueFd kernel_fd, initrd_fd;  // opened as the user
@@ -448,6 +456,37 @@ void place_node(Preparation& s) {
     for (size_t i = 0; i < s.nodes.size(); ++i)
         if (s.nodes[i] == s.req.node) p.node_index = static_cast<int>(i);
     if (p.node_index < 0) SVM_THROW("node " + s.req.node + " is not in the job's node list " + s.req.nodelist);
+    s.guest_nodes = s.nodes;
+}
+
+// A resumable job's checkpoint, when Slurm requeued it and it was saved
+// whole: its guests keep the names they were first prepared with.
+void find_checkpoint(Preparation& s) {
+    const CheckpointConfig& cp = s.cfg.checkpoint;
+    if (cp.dir.empty() || cp.resume_of(s.req.resume, s.req.partition) != "auto") return;
+    std::string dir = checkpoint_job_dir(cp.dir, s.req.job_id);
+    s.saved = whole_checkpoint(dir, s.req.job_id, s.req.uid, static_cast<int>(s.nodes.size()), s.saved_why);
+    if (!s.saved) return;
+    for (size_t i = 0; i < s.nodes.size(); ++i) s.guest_nodes[i] = (*s.saved)[i].guest_node;
+}
+
+// --vm-resume=auto: where the guest is saved when Slurm requeues the job,
+// and the saved guest this run restores (the image must be the one it
+// booted from); what the user is told otherwise.
+void plan_resume(Preparation& s) {
+    JobPlan& p = s.p;
+    const CheckpointConfig& cp = s.cfg.checkpoint;
+    if (cp.resume_of(s.req.resume, s.req.partition) != "auto") return;
+    std::string why = not_resumable_because(cp, p);
+    if (!why.empty()) {
+        p.resume_note = "this job is not resumable: " + why + "; if Slurm requeues it, its script starts again";
+        return;
+    }
+    p.checkpoint_dir = checkpoint_job_dir(cp.dir, p.job_id);
+    if (s.saved && !((*s.saved)[static_cast<size_t>(p.node_index)].image == p.image_identity))
+        s.saved_why = "the job's saved state is not usable (its image " + p.image + " changed since)";
+    if (s.saved && s.saved_why.empty()) p.restore_from = checkpoint_file(p.checkpoint_dir, p.node_index, "save");
+    else if (!s.saved_why.empty()) p.resume_note = s.saved_why + ": the job starts afresh";
 }
 
 // A refused VM job must never run on the host: leave a plan (so the plugin
@@ -574,8 +613,11 @@ void check_request_as_user(Preparation& s) {
 void name_guest(Preparation& s) {
     JobPlan& p = s.p;
     const NodeConfig& cfg = s.cfg;
-    p.hostname = s.req.node + "-vm";
-    p.domain_name = "slurm-vm-" + std::to_string(s.req.job_id) + "-" + s.req.node;
+    // A restored guest keeps the names it was saved with (libvirt requires
+    // the domain's).
+    const std::string& as = s.guest_nodes.at(static_cast<size_t>(p.node_index));
+    p.hostname = as + "-vm";
+    p.domain_name = "slurm-vm-" + std::to_string(s.req.job_id) + "-" + as;
     p.domain_type = cfg.domain_type;
     p.emulator = cfg.emulator;
     p.boot_timeout_s = cfg.boot_timeout_s;
@@ -594,7 +636,7 @@ void make_keys_and_identity(Preparation& s) {
     JobPlan& p = s.p;
     s.secret = read_site_secret(s.cfg.secret_file);
     s.user_key = job_user_key(s.secret, s.req.job_id, p.uid);
-    s.host_key = guest_host_key(s.secret, s.req.job_id, s.req.node);
+    s.host_key = guest_host_key(s.secret, s.req.job_id, s.guest_nodes.at(static_cast<size_t>(p.node_index)));
     // Root's file; the user (ssh, in the task wrapper) may read it.
     replace_file(p.user_key(), s.user_key.private_key, 0600);
     grant_user(p.user_key(), p.uid, 4);
@@ -710,7 +752,14 @@ void make_overlay(Preparation& s) {
     remove_tree(p.overlay_dir);
     if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
     chown_mode(p.overlay_dir, 0, s.qgid, 0710);
-    write_new_file(p.overlay(), overlay_bytes(s.cfg, p), 0600);
+    if (p.restore_from.empty()) {
+        write_new_file(p.overlay(), overlay_bytes(s.cfg, p), 0600);
+    } else {
+        RunOptions o;
+        o.timeout_ms = s.cfg.checkpoint.timeout_s * 1000;
+        run_checked(
+            {"cp", "--sparse=always", "--", checkpoint_file(p.checkpoint_dir, p.node_index, "qcow2"), p.overlay()}, o);
+    }
     chown_mode(p.overlay(), 0, s.qgid, 0660);
 }
 
@@ -751,7 +800,8 @@ void prepare_guest(Preparation& s) {
     // preparation (its programs), and nothing before needs it.
     name_guest(s);
     std::future<void> network;
-    if (s.choice.refusal.empty()) network = make_network(plan_network(s.cfg, s.req, s.nodes, s.p, s.ledger));
+    if (s.choice.refusal.empty())
+        network = make_network(plan_network(s.cfg, s.req, s.nodes, s.guest_nodes, s.p, s.ledger));
     make_job_dir_for_user(s);
     plan_shares(s);
     if (!s.choice.refusal.empty()) SVM_REFUSE(s.choice.refusal);
@@ -762,6 +812,7 @@ void prepare_guest(Preparation& s) {
     s.steps.done("prolog: keys and known_hosts");
     prepare_guest_devices(s);
     check_fabric_and_hugepages(s);
+    plan_resume(s);
     s.steps.done("prolog: /dev/kvm, devices, hugepages");
     if (s.kernel_fd) provide_boot_file(s.cfg, s.kernel_fd.get(), s.kernel_st, s.p.kernel, s.p.kernel_copy);
     if (s.initrd_fd) provide_boot_file(s.cfg, s.initrd_fd.get(), s.initrd_st, s.p.initrd, s.p.initrd_copy);
@@ -786,6 +837,7 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
     Preparation s{cfg, request, choice, fresh_ledger(cfg, request.job_id)};
     apply_choice(s.req, choice);
     place_node(s);
+    find_checkpoint(s);
     // The one place where a failure is classified, and the one rollback point.
     try {
         prepare_guest(s);

@@ -28,6 +28,7 @@ struct JobRequest {
     std::string irq_profile;                     // SPANK_SLURM_VM_IRQ_PROFILE ("" = the node's)
     std::string partition;                       // SLURM_JOB_PARTITION (the site's VM policy)
     std::string save;                            // SPANK_SLURM_VM_SAVE: --vm-save (vm_save.hpp)
+    std::string resume;                          // SPANK_SLURM_VM_RESUME: --vm-resume ("" = the site's)
     std::vector<int> gpus;                       // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
 };
 

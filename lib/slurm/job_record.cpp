@@ -73,21 +73,65 @@ void set_job_info_program(const std::string& path) {
     g_job_info = path;
 }
 
-std::optional<std::string> read_admin_comment(uint32_t job_id, int timeout_ms, std::string& why) {
+namespace {
+
+// slurm-vm-job-info's answer for job_id, bounded in time and size.
+std::optional<std::string> run_job_info(uint32_t job_id, int timeout_ms, std::string& why) {
     RunOptions ro;
     ro.env = inherited_env({"PATH", "SLURM_CONF"});
     ro.timeout_ms = timeout_ms;
     ro.max_output_bytes = kMaxShowJobBytes;
     std::string prog = job_info_program();
     RunResult r = run({prog, std::to_string(job_id)}, ro);
-    if (!r.ok()) {
-        why = r.truncated   ? prog + " wrote more than " + std::to_string(kMaxShowJobBytes >> 20) + " MiB"
-              : r.timed_out ? prog + " did not answer within " + std::to_string(timeout_ms / 1000) + " s"
-                            : prog + " " + std::to_string(job_id) + " failed (exit " + std::to_string(r.status) +
-                                  "): " + trim(r.err + r.out).substr(0, 300);
+    if (r.ok()) return r.out;
+    why = r.truncated   ? prog + " wrote more than " + std::to_string(kMaxShowJobBytes >> 20) + " MiB"
+          : r.timed_out ? prog + " did not answer within " + std::to_string(timeout_ms / 1000) + " s"
+                        : prog + " " + std::to_string(job_id) + " failed (exit " + std::to_string(r.status) +
+                              "): " + trim(r.err + r.out).substr(0, 300);
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> read_admin_comment(uint32_t job_id, int timeout_ms, std::string& why) {
+    std::optional<std::string> out = run_job_info(job_id, timeout_ms, why);
+    if (!out) return std::nullopt;
+    return admin_comment_of_json(*out, job_id, why);
+}
+
+std::optional<JobStatus> job_status_of_json(std::string_view text, uint32_t job_id, std::string& why) {
+    if (text.size() > kMaxShowJobBytes) {
+        why = "the job's JSON is larger than " + std::to_string(kMaxShowJobBytes >> 20) + " MiB";
         return std::nullopt;
     }
-    return admin_comment_of_json(r.out, job_id, why);
+    Json doc(json_loadb(text.data(), text.size(), JSON_REJECT_DUPLICATES, nullptr));
+    json_t* jobs = json_object_get(doc.get(), "jobs");
+    size_t i;
+    json_t* job;
+    json_array_foreach(jobs, i, job) {
+        json_t* id = json_object_get(job, "job_id");
+        if (!json_is_integer(id) || json_integer_value(id) != static_cast<json_int_t>(job_id)) continue;
+        try {
+            JobStatus st;
+            st.state = json_get_string(job, "state").value_or("");
+            st.requeue = json_get_bool(job, "requeue").value_or(false);
+            st.preempt_time = json_get_int(job, "preempt_time").value_or(0);
+            st.restart_cnt = json_get_int(job, "restart_cnt").value_or(0);
+            if (st.state.empty() || st.state.size() > 32) SVM_THROW("no state");
+            return st;
+        } catch (const Error& e) {
+            why = "the job's state is not understood: " + e.reason();
+            return std::nullopt;
+        }
+    }
+    why = "job " + std::to_string(job_id) + " is not in Slurm's answer";
+    return std::nullopt;
+}
+
+std::optional<JobStatus> read_job_status(uint32_t job_id, int timeout_ms, std::string& why) {
+    std::optional<std::string> out = run_job_info(job_id, timeout_ms, why);
+    if (!out) return std::nullopt;
+    return job_status_of_json(*out, job_id, why);
 }
 
 namespace {

@@ -60,6 +60,23 @@ Json parse_admin_comment(const std::string& value);
 // Slurm 22.05 lacks); nullopt (and `why`) when Slurm cannot be asked or its
 // answer is not understood.
 std::optional<std::string> read_admin_comment(uint32_t job_id, int timeout_ms, std::string& why);
+// A job's state as slurmctld tells it (slurm-vm-job-info): its base state
+// ("RUNNING", "PENDING", ...), Slurm's requeue flag, when its preemption
+// began (0: never) and how often it was requeued.
+struct JobStatus {
+    std::string state;
+    bool requeue = false;
+    int64_t preempt_time = 0;
+    int64_t restart_cnt = 0;
+    // Requeued: pending again while its end is under way (scontrol
+    // requeue, a preemption that requeues, a node failure with --requeue).
+    bool requeued() const { return state == "PENDING" || requeue; }
+};
+// The entry of job_id in slurm-vm-job-info's answer. Pure: a fuzzing target.
+std::optional<JobStatus> job_status_of_json(std::string_view text, uint32_t job_id, std::string& why);
+// Asks slurmctld through slurm-vm-job-info; nullopt (and `why`) when it
+// cannot be asked or its answer is not understood.
+std::optional<JobStatus> read_job_status(uint32_t job_id, int timeout_ms, std::string& why);
 // The adapter's path: set by the prolog and epilog from their configuration's
 // libexec_dir; by default the program's own directory when the adapter is
 // there (the keeper), else the installed one.

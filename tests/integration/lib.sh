@@ -164,6 +164,7 @@ leftovers() {
         [[ -e "$SVM_STATE_ROOT/$n/ledger/job_$id.json" ]] && out+=" $n:ledger"
         [[ -e "/var/lib/slurm-vm/$n/overlays/job_$id" ]] && out+=" $n:overlay"
     done
+    [[ -e "$SVM_CLUSTER_DIR/checkpoints/job_$id" ]] && out+=" checkpoint"
     if grep -rlsx "job $id on .*" "$SVM_STATE_ROOT"/leases-* >/dev/null 2>&1; then out+=" lease"; fi
     if ip netns list | grep -qE "^svmj${id}n[0-9]+( |$)"; then out+=" netns"; fi
     for n in "${SVM_NODES[@]}"; do
@@ -182,20 +183,25 @@ leftovers() {
     echo "${out# }"
 }
 
-# node_shares_9p NODE: gives NODE a configuration of its own (the cluster's,
-# with "shares_via": "9p"; the prolog wrapper picks etc/slurm-vm.NODE.json)
-# and prints its path; the caller removes it.
-node_shares_9p() {
-    local cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.$1.json"
-    python3 - "$SVM_CLUSTER_DIR/etc/slurm-vm.json" "$cfg.tmp" <<'PY'
+# node_setting NODE KEY JSON: gives NODE a configuration of its own (the
+# cluster's, or NODE's own already, with KEY set to the JSON value; the
+# prolog and epilog wrappers pick etc/slurm-vm.NODE.json) and prints its
+# path; the caller removes it.
+node_setting() {
+    local cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.$1.json" from="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
+    [[ -e "$cfg" ]] && from="$cfg"
+    python3 - "$from" "$cfg.tmp" "$2" "$3" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["shares_via"] = "9p"
+c[sys.argv[3]] = json.loads(sys.argv[4])
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 PY
     mv "$cfg.tmp" "$cfg"
     echo "$cfg"
 }
+
+# node_shares_9p NODE: NODE serves the guests' shares over 9p (node_setting).
+node_shares_9p() { node_setting "$1" shares_via '"9p"'; }
 
 # wait_output FILE PATTERN WHAT TIMEOUT: until PATTERN (grep) is in FILE.
 wait_output() {

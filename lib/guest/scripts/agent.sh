@@ -11,8 +11,13 @@
 # as before. The command (POSIX sh, made on the host) runs in /bin/sh,
 # lighter to start than a login shell such as bash (tens of ms under
 # emulation); SHELL is set back to the user's.
+# A guest restored from a checkpoint (a requeued resumable job) finds a new
+# host side: it sends "reattach", answered "idle" before a command, and
+# "nonce <n>" while or after one runs (the host side then relays as before).
+# While no host side is connected, reads of the ports end at once and
+# writes wait: the reader below retries every second.
 exec 3<>"$1" 4<>"$2" 5<>"$3" || exit 1
-IFS=' ' read -r m n cl il pf <&3 || exit 0
+while :; do IFS=' ' read -r m n cl il pf <&3 || exit 0; [ "$m" = reattach ] || break; echo idle >&3; done
 [ "$m" = SVM-AGENT-1 ] || exit 0
 case "$n" in ''|*[!0-9a-f]*) exit 0;; esac
 case "$cl:$il" in *[!0-9:]*|:*|*:) exit 0;; esac
@@ -30,12 +35,13 @@ if [ "$id" != 0 ]; then SVM_SHELL=$s "$6" -s /bin/sh -c 'SHELL=$SVM_SHELL; unset
 else SHELL="$s" "$6" -u "$4" -- "$7" /bin/sh -c "$c" <"$i" >&4 2>&5 3>&- 6>&- &
 fi
 t=$!
-(while IFS=' ' read -r w a <&3; do
+(while :; do while IFS=' ' read -r w a <&3; do
+  [ "$w" = reattach ] && echo "nonce $n" >&3
   [ "$w" = signal ] || continue
   case "$a" in ''|*[!A-Z0-9]*) continue;; esac
   p=$(cat "$pf" 2>/dev/null)
   case "$p" in ''|*[!0-9]*|1) kill -s "$a" "$t";; *) kill -s "$a" -- "-$p" || kill -s "$a" "$p";; esac
-done) 2>/dev/null 4>&- 5>&- 6>&- &
+done; sleep 1; done) 2>/dev/null 4>&- 5>&- 6>&- &
 r=$!
 (while read -r _ <&6; do echo srun >&3; done) 2>/dev/null 4>&- 5>&- &
 w=$!
@@ -45,4 +51,6 @@ kill "$r" "$w" 2>/dev/null; wait "$r" "$w"
 [ "$i" = /dev/null ] || rm -f "$i"
 printf %s "$n" >&4; printf %s "$n" >&5
 echo "exit $rc" >&3
-while IFS=' ' read -r w a <&3; do [ "$w" = sync ] && { sync; echo "synced $?" >&3; }; done
+while IFS=' ' read -r w a <&3; do
+  case "$w" in sync) sync; echo "synced $?" >&3;; reattach) echo "nonce $n" >&3;; esac
+done

@@ -103,6 +103,13 @@ struct Agent {
         for (auto& p : ports) fds.push_back(std::move(p.host));
         return svm::GuestAgent(std::move(fds));
     }
+    // Another host side on the same ports, while the first holds them (a
+    // guest restored from a checkpoint meets a new one).
+    svm::GuestAgent another_host(const svm::GuestAgent& first) const {
+        std::vector<svm::UniqueFd> fds;
+        for (int fd : first.channel_fds()) fds.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+        return svm::GuestAgent(std::move(fds));
+    }
 };
 
 // The batch script's command, as slurm-vm-exec sends it: it waits for the
@@ -327,4 +334,63 @@ TEST_CASE("the guest's agent: a guest that fails its set-up ends the script unru
         CHECK(WEXITSTATUS(st) == 0);
         a.pid = -1;
     }
+}
+
+TEST_CASE("the guest's agent answers a new host side: idle before a command, its nonce during one", "[agent]") {
+    require_root();
+    Batch b;
+    // Restored before its command came: it says so, then takes one.
+    svm::GuestAgent first = b.a.another_host(b.host);
+    CHECK(first.reattach(20000) == svm::GuestAgent::Reattached::idle);
+    b.start("#!/bin/sh\necho one\nsleep 1\necho two >&2\nexit 5\n");
+    // The host side that started it is gone (saved with the guest, say);
+    // another takes over and relays the command's output and status.
+    CHECK(first.reattach(20000) == svm::GuestAgent::Reattached::running);
+    Captured cap;
+    std::optional<int> st = first.wait(-1, cap.out.get(), cap.err.get(), b.a.bounded());
+    REQUIRE(st);
+    CHECK(*st == 5);
+    CHECK(cap.out_text() == "one\n");
+    CHECK(cap.err_text() == "two\n");
+    // After its command, too: the status again.
+    svm::GuestAgent& again = b.host;
+    CHECK(again.reattach(20000) == svm::GuestAgent::Reattached::running);
+}
+
+TEST_CASE("the guest's agent: a TERM the host side does not carry lets go of the command", "[agent]") {
+    require_root();
+    Batch b;
+    b.start("#!/bin/sh\ntrap 'echo got TERM; exit 9' TERM\necho started\nwhile :; do sleep 0.05; done\n");
+    int sig[2];
+    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
+    bool sent = false;
+    std::optional<int> st = b.wait(
+        [&] {
+            if (sent || b.cap.out_text().find("started\n") == std::string::npos) return;
+            unsigned char s = SIGTERM;
+            sent = ::write(sig[1], &s, 1) == 1;
+        },
+        sig[0]);
+    (void)st;
+    ::close(sig[0]);
+    ::close(sig[1]);
+    CHECK(!b.host.detached());  // carried: the script ended with its trap
+    Batch kept;
+    kept.start("#!/bin/sh\ntrap 'echo got TERM; exit 9' TERM\necho started\nwhile :; do sleep 0.05; done\n");
+    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
+    sent = false;
+    st = kept.host.wait(sig[0], kept.cap.out.get(), kept.cap.err.get(), kept.a.bounded([&] {
+        if (sent || kept.cap.out_text().find("started\n") == std::string::npos) return;
+        unsigned char s = SIGTERM;
+        sent = ::write(sig[1], &s, 1) == 1;
+    }),
+                        [](int s) { return s != SIGTERM; });
+    ::close(sig[0]);
+    ::close(sig[1]);
+    CHECK(!st);
+    CHECK(kept.host.detached());
+    // The command goes on in the guest, untouched: a new host side finds it running.
+    svm::GuestAgent next = kept.a.another_host(kept.host);
+    CHECK(next.reattach(20000) == svm::GuestAgent::Reattached::running);
+    CHECK(kept.cap.out_text().find("got TERM") == std::string::npos);
 }

@@ -81,3 +81,25 @@ TEST_CASE("AdminComment: the error record is one bounded, valid JSON string") {
     CHECK(e.size() >= 998);
     CHECK(svm::error_record("\xff broken").find("not valid UTF-8") != std::string::npos);
 }
+
+TEST_CASE("job state: requeued is pending again or flagged, read from slurm-vm-job-info's JSON", "[requeue]") {
+    std::string why;
+    auto st = svm::job_status_of_json(
+        R"({"jobs":[{"job_id":7,"admin_comment":null,"state":"PENDING","requeue":false,"preempt_time":0,"restart_cnt":1}]})",
+        7, why);
+    REQUIRE(st);
+    CHECK(st->requeued());
+    CHECK(st->restart_cnt == 1);
+    st = svm::job_status_of_json(R"({"jobs":[{"job_id":7,"state":"RUNNING","requeue":true}]})", 7, why);
+    REQUIRE(st);
+    CHECK(st->requeued());
+    st = svm::job_status_of_json(R"({"jobs":[{"job_id":7,"state":"CANCELLED","preempt_time":0}]})", 7, why);
+    REQUIRE(st);
+    CHECK(!st->requeued());
+    // Another job's entry, no state, a state of the wrong type, not JSON: refused.
+    CHECK(!svm::job_status_of_json(R"({"jobs":[{"job_id":8,"state":"PENDING"}]})", 7, why));
+    CHECK(why.find("not in Slurm's answer") != std::string::npos);
+    CHECK(!svm::job_status_of_json(R"({"jobs":[{"job_id":7}]})", 7, why));
+    CHECK(!svm::job_status_of_json(R"({"jobs":[{"job_id":7,"state":1}]})", 7, why));
+    CHECK(!svm::job_status_of_json("PENDING", 7, why));
+}

@@ -1,0 +1,91 @@
+// Resumable jobs (lib/job/checkpoint.hpp): which jobs can be saved, the
+// checkpoint's entries, and which checkpoint a run may restore.
+#include "catch.hpp"
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "error.hpp"
+#include "fs.hpp"
+#include "support.hpp"
+
+namespace {
+
+svm::CheckpointEntry entry(int i, int nodes) {
+    svm::CheckpointEntry e;
+    e.job_id = 42;
+    e.uid = 2001;
+    e.node_index = i;
+    e.nodes = nodes;
+    e.guest_node = "node" + std::to_string(i + 1);
+    e.image.dev = 1;
+    e.image.ino = 2;
+    e.image.size = 3;
+    return e;
+}
+
+void write_entry(const std::string& dir, const svm::CheckpointEntry& e) {
+    svm::write_file_atomic(svm::checkpoint_file(dir, e.node_index, "json"), e.to_json(), 0600);
+    svm::write_file_atomic(svm::checkpoint_file(dir, e.node_index, "save"), "state", 0600);
+    svm::write_file_atomic(svm::checkpoint_file(dir, e.node_index, "qcow2"), "disk", 0600);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: the job's --vm-resume, its partition's or the site's", "[checkpoint]") {
+    svm::CheckpointConfig cp;
+    cp.partitions["preempt"] = "auto";
+    CHECK(cp.resume_of("", "debug") == "never");
+    CHECK(cp.resume_of("", "preempt") == "auto");
+    CHECK(cp.resume_of("never", "preempt") == "never");
+    cp.resume = "auto";
+    CHECK(cp.resume_of("", "debug") == "auto");
+}
+
+TEST_CASE("checkpoint: what cannot be saved is said", "[checkpoint]") {
+    svm::CheckpointConfig cp;
+    svm::JobPlan p;
+    p.node = "node1";
+    CHECK(svm::not_resumable_because(cp, p).find("no checkpoint.dir") != std::string::npos);
+    cp.dir = "/ckpt";
+    CHECK(svm::not_resumable_because(cp, p).empty());
+    p.shares = {"/home/u"};
+    CHECK(svm::not_resumable_because(cp, p).find("/home/u") != std::string::npos);
+    p.shares.clear();
+    p.hostdevs.resize(1);
+    CHECK(svm::not_resumable_because(cp, p).find("devices passed through") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: restored only when whole and the job's own", "[checkpoint]") {
+    svm::test::TempDir d("svm-ckpt");
+    std::string dir = svm::checkpoint_job_dir(d.path(), 42), why;
+    CHECK(dir == d.path() + "/job_42");
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    CHECK(why.empty());  // none at all
+    svm::mkdir_p(dir, 0700);
+    write_entry(dir, entry(0, 2));
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    CHECK(why.find("incomplete") != std::string::npos);
+    write_entry(dir, entry(1, 2));
+    auto whole = svm::whole_checkpoint(dir, 42, 2001, 2, why);
+    REQUIRE(whole);
+    CHECK((*whole)[1].guest_node == "node2");
+    CHECK((*whole)[0].image == entry(0, 2).image);
+    // Another user's, another node count, another job's entry: refused.
+    CHECK(!svm::whole_checkpoint(dir, 42, 2002, 2, why));
+    CHECK(why.find("another job, user") != std::string::npos);
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 3, why));
+    svm::CheckpointEntry foreign = entry(1, 2);
+    foreign.job_id = 41;
+    write_entry(dir, foreign);
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    // An entry whose files are gone, or that is not ours: refused.
+    write_entry(dir, entry(1, 2));
+    ::unlink(svm::checkpoint_file(dir, 1, "save").c_str());
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    CHECK(why.find("missing") != std::string::npos);
+    write_entry(dir, entry(1, 2));
+    svm::write_file_atomic(svm::checkpoint_file(dir, 1, "json"), R"({"job_id":42,"extra":1})", 0600);
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    svm::remove_checkpoint(dir);
+    CHECK(!svm::path_exists(dir));
+}

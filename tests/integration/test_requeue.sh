@@ -1,0 +1,69 @@
+#!/bin/bash
+# --vm-resume=auto: a job whose script counts in a shell variable is requeued
+# with `scontrol requeue` while it runs, and goes on counting on another node:
+# the epilog saved its guest (memory and overlay) into the checkpoint, the
+# next run's prolog and keeper restored it instead of booting, and the batch
+# step reattached to the running script. Its output file keeps what was
+# written before (--open-mode=append). Cancelled, the job leaves no
+# checkpoint; its nodes stay up.
+source "$(dirname "$0")/lib.sh"
+
+ckpt="$SVM_CLUSTER_DIR/checkpoints"
+# QEMU cannot save a guest while a host directory is shared into it: nodes
+# without shares (their own configuration, for this test).
+for n in "${SVM_NODES[@]}"; do
+    cfg="$(node_setting "$n" shares '[]')"
+    on_exit "rm -f $cfg"
+done
+
+wd="$(workdir)"
+cat >"$wd/count.sh" <<'EOF'
+#!/bin/sh
+i=0
+while [ "$i" -lt 100000 ]; do
+    i=$((i + 1))
+    echo "count $i on $(hostname)"
+    sleep 1
+done
+EOF
+chown -R "$SVM_USER:" "$wd"
+# shellcheck disable=SC2046
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --open-mode=append --vm-resume=auto \
+    $(vm_opts) count.sh)"
+on_exit "scancel $id 2>/dev/null"
+log "submitted resumable job $id"
+out="$wd/slurm-$id.out"
+wait_output "$out" "^count 5 on" "the script counting in its guest" 600
+first="$(job_field "$id" NodeList)"
+guest="$(sed -n 's/^count 1 on //p' "$out")"
+scontrol requeue "$id" || fail "scontrol requeue $id failed"
+log "requeued job $id on $first"
+# The epilog saved the guest into the job's checkpoint.
+end=$(( $(date +%s) + 180 ))
+until [[ -e "$ckpt/job_$id/node0.json" ]]; do
+    (( $(date +%s) < end )) || fail "no checkpoint of job $id after its requeue: $(ls -l "$ckpt/job_$id" 2>&1)"
+    sleep 1
+done
+before="$(grep -c '^count ' "$out")"
+[[ "$(stat -c '%U %a' "$ckpt/job_$id")" == "root 700" ]] || fail "the checkpoint is not root's alone: $(stat -c '%U %a' "$ckpt/job_$id")"
+wait_state "$id" PENDING 120
+scontrol update jobid="$id" StartTime=now ExcNodeList="$first" || fail "cannot move job $id off $first"
+wait_state "$id" RUNNING 300
+second="$(job_field "$id" NodeList)"
+[[ "$second" != "$first" ]] || fail "job $id ran again on $first"
+wait_output "$out" "goes on where it was" "the batch step reattaching to the restored script" 300
+# The count goes on: past what it had reached, never from 1 again, in the
+# same guest (its name is the first node's).
+next=$((before + 3))
+wait_output "$out" "^count $next on" "the count going on after the requeue" 120
+[[ "$(grep -c '^count 1 on' "$out")" == 1 ]] || fail "the script started again: $(cat "$out")"
+grep -q "^count $next on $guest\$" "$out" || fail "the guest is not the one saved ($guest): $(tail -3 "$out")"
+grep -q "DUE TO JOB REQUEUE" "$out" || fail "Slurm's requeue is not in the output: $(cat "$out")"
+n="$(pgrep -fc "guest=slurm-vm-$id-" || true)"
+[[ "$n" == 1 ]] || fail "expected 1 guest of job $id, found $n"
+log "job $id counts on in guest $guest, now on $second"
+scancel "$id"
+wait_clean "$id" 120
+[[ ! -e "$ckpt/job_$id" ]] || fail "the cancelled job's checkpoint is left"
+no_node_drained
+pass "a requeued resumable job went on counting on another node; cancelled, it left nothing"
