@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 #include "dev_acl.hpp"
@@ -237,6 +238,35 @@ int sweep_device_grants(const NodeArgs& a, const NodeConfig& c, const std::strin
     return rc;
 }
 
+// The checkpoints of resumable jobs that Slurm no longer has at all (a job
+// cancelled while pending after its requeue runs no epilog). Their
+// directory is shared by the nodes: each is looked at once.
+int sweep_checkpoints(const NodeArgs& a, const NodeConfig& c, const std::set<uint32_t>& live_anywhere,
+                      std::set<std::string>& seen) {
+    int rc = 0;
+    if (c.checkpoint.dir.empty() || !seen.insert(c.checkpoint.dir).second) return 0;
+    for (const auto& name : list_dir(c.checkpoint.dir)) {
+        if (name.rfind("job_", 0) != 0 || name.size() > 14 ||
+            name.find_first_not_of("0123456789", 4) != std::string::npos || name.size() == 4)
+            continue;
+        auto id = static_cast<uint32_t>(std::stoul(name.substr(4)));
+        if (live_anywhere.count(id)) continue;
+        std::string dir = path_join(c.checkpoint.dir, name);
+        if (a.dry_run) {
+            std::printf("%s: job %u is gone; would remove its checkpoint\n", dir.c_str(), id);
+            continue;
+        }
+        try {
+            remove_checkpoint(dir);
+            std::printf("%s: checkpoint of ended job %u removed\n", dir.c_str(), id);
+        } catch (const Error& e) {
+            rc = 1;
+            std::fprintf(stderr, "%s: %s\n", dir.c_str(), e.chain().c_str());
+        }
+    }
+    return rc;
+}
+
 // Per-job log files of ended jobs, past their age; the registry image cache,
 // down to its bound (entries a job of the node boots from stay).
 int prune_logs_and_cache(const NodeArgs& a, const NodeConfig& c, const std::string& node,
@@ -267,6 +297,7 @@ int cmd_sweep(const Args& args) {
     NodeArgs a;
     if (!parse(args, a, kSweepUsage, true)) return 0;
     int rc = 0;
+    std::set<std::string> checkpoints_seen;
     for (const auto& node : node_names(a)) {
         NodeConfig c = load_config(a.config, node);
         // What there is here, listed before Slurm is asked: a job's prolog runs
@@ -283,9 +314,10 @@ int cmd_sweep(const Args& args) {
         }
         std::string why;
         auto live = active_jobs(node, why);
+        bool anywhere = !grants.empty() || !list_dir(c.checkpoint.dir).empty();
         std::optional<std::set<uint32_t>> live_anywhere;
-        if (live && !grants.empty()) live_anywhere = active_jobs("", why);
-        if ((!live || (!grants.empty() && !live_anywhere)) && !a.force) {
+        if (live && anywhere) live_anywhere = active_jobs("", why);
+        if ((!live || (anywhere && !live_anywhere)) && !a.force) {
             std::fprintf(stderr,
                          "slurm-vm sweep: cannot ask Slurm which jobs run on %s (%s); nothing done "
                          "(use --force if the node is out of service)\n",
@@ -296,6 +328,7 @@ int cmd_sweep(const Args& args) {
         std::set<uint32_t> none;
         rc |= sweep_ledgers(a, c, node, candidates, live.value_or(none));
         rc |= sweep_device_grants(a, c, node, grants, live_anywhere.value_or(none));
+        if (live_anywhere) rc |= sweep_checkpoints(a, c, *live_anywhere, checkpoints_seen);
         rc |= prune_logs_and_cache(a, c, node, live.value_or(none));
     }
     return rc;

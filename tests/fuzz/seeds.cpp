@@ -139,6 +139,12 @@ Json record(int n) {
 void records() {
     std::string three = admin_comment_text(record(3).get());
     seed("vm_record", "plain.json", three);
+    seed("job_info", "requeued.json",
+         R"({"jobs":[{"job_id":42,"admin_comment":null,"state":"PENDING","requeue":false,"preempt_time":0,)"
+         R"("restart_cnt":1}]})");
+    Json running(json_pack("{s:[{s:i, s:s, s:s, s:b, s:i, s:i}]}", "jobs", "job_id", 42, "admin_comment", three.c_str(),
+                           "state", "RUNNING", "requeue", 0, "preempt_time", 0, "restart_cnt", 0));
+    seed("job_info", "running.json", json_dump(running.get()));
     seed("vm_record", "grouped.json", admin_comment_text(record(40).get(), 2500));
     seed("vm_record", "summarized.json", admin_comment_text(record(300).get(), 900));
     seed("vm_record", "omitted.json", admin_comment_text(record(300).get(), 300));

@@ -60,20 +60,21 @@ vm_opts() {
     echo "--vm-image=$VM_TEST_IMAGE --vm-kernel=$VM_TEST_KERNEL --vm-initrd=$VM_TEST_INITRD"
 }
 
-# guest_mpi_program DIR: puts the allreduce program (tests/fixtures/allreduce.c)
-# in DIR, built for the guest image's MPI (Open MPI 4.1, the image is Debian
+# guest_mpi_program DIR [NAME]: puts the MPI program NAME (default allreduce:
+# tests/fixtures/allreduce.c) in DIR, built for the guest image's MPI (Open MPI 4.1, the image is Debian
 # 12's), as a user builds theirs for their image: with this host's mpicc on
 # Debian 12 (and 13: the same ABI), or, where the host's MPI is another
 # (Debian forky's Open MPI 6), the binary that tests/matrix built on its
 # Debian 12 host (SVM_GUEST_MPI_PROGRAM).
 guest_mpi_program() {
-    if [[ -n "${SVM_GUEST_MPI_PROGRAM:-}" ]]; then
+    local name="${2:-allreduce}"
+    if [[ -n "${SVM_GUEST_MPI_PROGRAM:-}" && "$name" == allreduce ]]; then
         install -o "$SVM_USER" -m 0755 "$SVM_GUEST_MPI_PROGRAM" "$1/allreduce" || fail "no $SVM_GUEST_MPI_PROGRAM"
         return
     fi
     command -v mpicc >/dev/null || fail "mpicc is missing (tests/cluster/up installs libopenmpi-dev)"
-    cp "$(dirname "${BASH_SOURCE[0]}")/../fixtures/allreduce.c" "$1/allreduce.c" && chown "$SVM_USER:" "$1/allreduce.c"
-    runuser -u "$SVM_USER" -- mpicc -O2 -o "$1/allreduce" "$1/allreduce.c" || fail "mpicc failed"
+    cp "$(dirname "${BASH_SOURCE[0]}")/../fixtures/$name.c" "$1/$name.c" && chown "$SVM_USER:" "$1/$name.c"
+    runuser -u "$SVM_USER" -- mpicc -O2 -o "$1/$name" "$1/$name.c" || fail "mpicc failed"
 }
 
 # cluster_setting KEY DEFAULT: a top-level key of the cluster's node configuration.

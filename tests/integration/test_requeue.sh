@@ -47,6 +47,20 @@ done
 before="$(grep -c '^count ' "$out")"
 [[ "$(stat -c '%U %a' "$ckpt/job_$id")" == "root 700" ]] || fail "the checkpoint is not root's alone: $(stat -c '%U %a' "$ckpt/job_$id")"
 wait_state "$id" PENDING 120
+# A checkpoint is restored only into its own job: another job (of the same
+# user, image and size) that finds this one's under its id starts afresh.
+# shellcheck disable=SC2046
+other="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable --hold -N1 -n1 --mem=1500 --vm-resume=auto \
+    $(vm_opts) count.sh)"
+on_exit "scancel $other 2>/dev/null"
+cp -a "$ckpt/job_$id" "$ckpt/job_$other"
+scontrol release "$other"
+wait_output "$wd/slurm-$other.out" "^count 2 on" "the other job counting" 600
+grep -q "saved state is not usable (it belongs to another job" "$wd/slurm-$other.out" ||
+    fail "the foreign checkpoint was not refused with its reason: $(cat "$wd/slurm-$other.out")"
+scancel "$other"
+wait_clean "$other" 120
+log "a foreign checkpoint was refused: job $other started afresh, and left nothing"
 scontrol update jobid="$id" StartTime=now ExcNodeList="$first" || fail "cannot move job $id off $first"
 wait_state "$id" RUNNING 300
 second="$(job_field "$id" NodeList)"
@@ -65,5 +79,11 @@ log "job $id counts on in guest $guest, now on $second"
 scancel "$id"
 wait_clean "$id" 120
 [[ ! -e "$ckpt/job_$id" ]] || fail "the cancelled job's checkpoint is left"
+# A checkpoint whose job Slurm no longer has (cancelled while pending after
+# its requeue: no epilog runs) is swept.
+mkdir -m 0700 "$ckpt/job_999999"
+"$SVM_BUILD_DIR/admin/slurm-vm" sweep --config "$SVM_CLUSTER_DIR/etc/slurm-vm.json" >/dev/null ||
+    fail "slurm-vm sweep failed"
+[[ ! -e "$ckpt/job_999999" ]] || fail "slurm-vm sweep left the checkpoint of a job Slurm does not have"
 no_node_drained
 pass "a requeued resumable job went on counting on another node; cancelled, it left nothing"
