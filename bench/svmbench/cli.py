@@ -19,6 +19,7 @@ from .cluster import (
 from .items.concurrency import item_concurrency
 from .items.host import item_devices, item_kvm, item_network
 from .items.image_step import item_image_step
+from .items.checkpoint import item_checkpoint
 from .items.mpi_launch import item_mpi_launch
 from .items.scaling import item_node_scaling_prolog, item_node_scaling_slurm
 from .items.shares import item_shares
@@ -36,7 +37,7 @@ from .waterfall import MISSING_LINES
 
 KNOWN_ITEMS = {"start_overhead", "teardown", "prolog_level", "time_to_user_code", "slurm", "concurrency", "shares",
                "time_to_user_code_stock", "devices", "network", "guest_efficiency", "image_step",
-               "mpi_launch"}
+               "mpi_launch", "checkpoint"}
 
 
 def parse_args():
@@ -244,6 +245,7 @@ class Items:
         items["shares"] = {"skipped": "--quick (needs Slurm jobs)"}
         items["time_to_user_code_stock"] = {"skipped": "--quick (needs Slurm jobs)"}
         items["mpi_launch"] = {"skipped": "--quick (needs a Slurm job)"}
+        items["checkpoint"] = {"skipped": "--quick (needs Slurm jobs)"}
         self.ctx.waterfall["slurm"] = {"skipped": "--quick (needs Slurm jobs)"}
         self.rep["node_scaling"]["slurm"] = {"skipped": "--quick (needs Slurm jobs)"}
 
@@ -262,6 +264,8 @@ class Items:
             self.attempt("time_to_user_code_stock", lambda: item_time_to_user_code_stock(ctx, few))
         if self.want("mpi_launch"):
             self.attempt("mpi_launch", lambda: item_mpi_launch(ctx, repeat))
+        if self.want("checkpoint"):
+            self.attempt("checkpoint", lambda: item_checkpoint(ctx, few))
 
 
 def finish(ctx, rep, a):

@@ -163,6 +163,14 @@ def summary_share_rows(rep):
     elif it:
         L.append(f"| 10 | an MPI step's launch | not measured: {short(it.get('error') or it.get('skipped'))} "
                  "| | | | |")
+    it = rep["items"].get("checkpoint")
+    if it and "save_ms_per_gib" in it:
+        L.append(f"| 11 | a resumable job's guest: save / restore per GiB of guest memory | "
+                 f"{fmt(it['save_ms_per_gib'])} / {fmt(it['restore_ms_per_gib'])} | its boot to ready "
+                 f"{fmt(it['boot_ms'])} | restore {it['ratio']}× boot | reported | — |")
+    elif it:
+        L.append(f"| 11 | a resumable job's save and restore | not measured: "
+                 f"{short(it.get('error') or it.get('skipped'))} | | | | |")
     return L
 
 
@@ -241,6 +249,12 @@ def details_rest(rep):
     if it and "srun_ms" in it:
         L += [f"### {it['title']}", "", it["what"] + ".", "",
               f"- srun --mpi=pmix: {fmt(it['srun_ms'])}", f"- mpirun: {fmt(it['mpirun_ms'])}", ""]
+    it = rep["items"].get("checkpoint")
+    if it and "runs" in it:
+        L += [f"### {it['title']}", "", it["what"] + ".", "", "| guest MiB | boot to ready ms | save ms | "
+              "restore ms | saved MiB |", "|---|---|---|---|---|"]
+        L += [f"| {r['mib']:.0f} | {r['boot_ms']:.0f} | {r['save_ms']:.0f} | {r['restore_ms']:.0f} | "
+              f"{r['save_mib']} |" for r in it["runs"]] + [""]
     it = rep["items"].get("guest_efficiency")
     if it:
         L += [f"### {it['title']}", "", it["status"] + ".", "", "Checks: " +

@@ -309,19 +309,14 @@ constexpr size_t kMaxInlineCommand = 96 * 1024;
 
 // The batch script through the guest's agent (lib/guest/guest_agent.hpp): it
 // waits in the guest until the guest is set up, as the user.
-int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, GuestAgent& agent,
-                 const std::string& script, const SrunRelay* relay) {
-    c.wait_for_flags_in = kGuestFlagDir;
-    if (relay) c.srun_wake = std::string(kGuestFlagDir) + "/srun";
+// Gives the agent the batch script, or (a guest restored from its
+// checkpoint) takes over the one it runs; false when the agent is lost.
+bool start_or_reattach(const JobPlan& p, const GuestCommand& c, GuestAgent& agent, const std::string& script) {
     // A script of usual size goes in the command itself (one argument of the
     // user's shell: the kernel takes up to 128 KiB), a larger one on stdin.
     GuestCommand inline_c = c;
     inline_c.script = script;
     std::string command = remote_shell_command(inline_c);
-    // SIGPIPE ignored from here (forward_signals_to_pipe): a guest whose
-    // set-up failed may be destroyed while the command is sent, and the
-    // user is told why rather than the step dying of the signal unheard.
-    forward_signals_to_pipe();
     GuestAgent::Reattached was = p.restore_from.empty() ? GuestAgent::Reattached::idle : agent.reattach(60000);
     if (was == GuestAgent::Reattached::running) log::info("the job goes on where it was when Slurm requeued it");
     try {
@@ -332,8 +327,20 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
     } catch (const Error& e) {
         log::debug(e.chain());
         report_lost(p, "the guest agent's channel", true);
-        return 255;
+        return false;
     }
+    return true;
+}
+
+int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, GuestAgent& agent,
+                 const std::string& script, const SrunRelay* relay) {
+    c.wait_for_flags_in = kGuestFlagDir;
+    if (relay) c.srun_wake = std::string(kGuestFlagDir) + "/srun";
+    // SIGPIPE ignored from here (forward_signals_to_pipe): a guest whose
+    // set-up failed may be destroyed while the command is sent, and the
+    // user is told why rather than the step dying of the signal unheard.
+    forward_signals_to_pipe();
+    if (!start_or_reattach(p, c, agent, script)) return 255;
     SrunForward fwd;
     std::optional<int> st = agent.wait(
         g_signal_pipe[0], STDOUT_FILENO, STDERR_FILENO,

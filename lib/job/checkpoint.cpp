@@ -78,14 +78,15 @@ void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
         SVM_THROW("its guest on " + p.node + " was not running (" + read_guest_state(p).text() + ")");
     int nodes = static_cast<int>(p.peers.size());
     uint64_t share = cfg.checkpoint.max_bytes / static_cast<uint64_t>(nodes > 0 ? nodes : 1);
+    mkdir_p(cfg.checkpoint.dir, 0711);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + dir);
     int64_t need = guest_memory_bytes(p) + disk_bytes(p.overlay());
     if (static_cast<uint64_t>(need) > share)
         SVM_THROW("its guest on " + p.node + " needs " + std::to_string(need >> 20) + " MiB, more than its share (" +
-                  std::to_string(share >> 20) + " MiB) of checkpoint.max_gib");
-    mkdir_p(cfg.checkpoint.dir, 0711);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) SVM_THROW_ERRNO("mkdir " + dir);
+                  std::to_string(share >> 20) + " MiB) of the site's checkpoint.max_gib");
     std::string entry = checkpoint_file(dir, p.node_index, "json");
     ::unlink(entry.c_str());
+    ::unlink(checkpoint_file(dir, p.node_index, "failed").c_str());
     std::string save = checkpoint_file(dir, p.node_index, "save");
     if (!keeper_saved(p, save, timeout_s))
         SVM_THROW("the guest on " + p.node + " was not saved (the node's log for job " + std::to_string(p.job_id) +
@@ -101,6 +102,18 @@ void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
     e.image = p.image_identity;
     e.bytes = disk_bytes(save) + disk_bytes(disk);
     write_file_atomic(entry, e.to_json(), 0600);
+}
+
+// Why node i's guest is not in the checkpoint: its epilog's reason when it
+// left one (node<i>.failed), bounded.
+std::string unsaved_why(const std::string& job_dir, int i) {
+    std::string why;
+    try {
+        if (read_file_if_exists(checkpoint_file(job_dir, i, "failed"), why))
+            return log::printable(trim(why.substr(0, 400)));
+    } catch (const Error&) {
+    }
+    return "node " + std::to_string(i) + " of the job was not saved";
 }
 
 }  // namespace
@@ -138,7 +151,7 @@ std::optional<std::vector<CheckpointEntry>> whole_checkpoint(const std::string& 
         std::string text, file = checkpoint_file(job_dir, i, "json");
         try {
             if (!read_file_if_exists(file, text) || text.size() > 64 * 1024) {
-                why = "the job's saved state is incomplete (node " + std::to_string(i) + " of the job was not saved)";
+                why = "the job was not saved whole when Slurm requeued it (" + unsaved_why(job_dir, i) + ")";
                 return std::nullopt;
             }
             CheckpointEntry e = CheckpointEntry::from_json(text, file);
@@ -183,6 +196,12 @@ std::string checkpoint_at_end(const NodeConfig& cfg, const JobPlan& p, bool requ
     } catch (const Error& e) {
         for (const char* ext : {"json", "save", "qcow2"})
             ::unlink(checkpoint_file(p.checkpoint_dir, p.node_index, ext).c_str());
+        // Its next run tells the user why it starts afresh.
+        try {
+            if (path_exists(p.checkpoint_dir))
+                write_file_atomic(checkpoint_file(p.checkpoint_dir, p.node_index, "failed"), e.reason() + "\n", 0600);
+        } catch (const Error&) {
+        }
         return "the job was requeued but not saved, so it starts afresh: " + e.reason();
     }
     return "the job was requeued: its guest on " + p.node + " is saved in " + p.checkpoint_dir + " (" +

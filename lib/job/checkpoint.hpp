@@ -9,6 +9,7 @@
 //     node<i>.save    guest i's state (i: the node's index in the job)
 //     node<i>.qcow2   its overlay
 //     node<i>.json    what they belong to (CheckpointEntry), written last
+//     node<i>.failed  why node i's save failed (told to the user next run)
 //
 // The next run's prolog restores guest i on the job's i-th node when every
 // index has its entry and each belongs to this job, its user and its image;

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "checkpoint.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "exec_guard.hpp"
@@ -149,7 +150,36 @@ void check_vm_request(PluginOptions& opt, const std::optional<NodeConfig>& cfg, 
     }
 }
 
+// The job asks for GPUs on its command line or in sbatch's environment.
+bool asks_gpus(const SubmitProcess& proc) {
+    for (const auto& a : proc.args)
+        if ((a.rfind("--gres", 0) == 0 && a.find("gpu") != std::string::npos) || a.rfind("--gpus", 0) == 0 ||
+            a.rfind("-G", 0) == 0)
+            return true;
+    for (const char* n : {"SBATCH_GRES", "SBATCH_GPUS", "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK"}) {
+        std::string v = env_entry(proc.env, n).value_or("");
+        if (!v.empty() && (std::string(n) != "SBATCH_GRES" || v.find("gpu") != std::string::npos)) return true;
+    }
+    return false;
+}
+
 }  // namespace
+
+std::string resumable_at_submit(const NodeConfig& cfg, const std::string& resume, const std::string& partition,
+                                const SubmitProcess& proc) {
+    if (cfg.checkpoint.resume_of(resume, partition) != "auto") return "";
+    JobPlan p;
+    p.node = "its nodes";
+    p.shares = cfg.shares;
+    if (asks_gpus(proc)) p.hostdevs.resize(1);
+    const json_t* vfs = json_object_get(cfg.devices.get(), "vf_providers");
+    if (json_array_size(vfs) > 0) p.hostdevs.resize(1);
+    std::string why = not_resumable_because(cfg.checkpoint, p);
+    if (why.empty())
+        return "slurm-vm: the job is resumable: if Slurm requeues it, its VMs are saved and go on where they "
+               "stopped when it runs again (use --open-mode=append to keep its output)";
+    return "slurm-vm: the job is not resumable: " + why + "; if Slurm requeues it, its script starts again";
+}
 
 std::vector<std::string> submit_partitions(PluginHost& host, const SubmitProcess& proc) {
     std::string v = partition_from_args(proc.args);
@@ -184,6 +214,11 @@ void submit_request(PluginHost& host, PluginOptions& opt, const SubmitProcess& p
     std::optional<NodeConfig> cfg = submit_config(opt.config);
     if (opt.image == kNoVmImage) return submit_no_vm(host, opt, irq_option, cfg ? cfg->site : SiteCatalogue{}, proc);
     check_vm_request(opt, cfg, proc);
+    if (cfg) {
+        std::vector<std::string> parts = submit_partitions(host, proc);
+        std::string said = resumable_at_submit(*cfg, opt.resume, parts.empty() ? "" : parts.front(), proc);
+        if (!said.empty()) host.log_info(said);
+    }
     const std::pair<const char*, const std::string*> vars[] = {{"SLURM_VM_IMAGE", &opt.image},
                                                                {"SLURM_VM_KERNEL", &opt.kernel},
                                                                {"SLURM_VM_INITRD", &opt.initrd},

@@ -70,6 +70,14 @@ struct SubmitProcess {
 // sentence for the user when it is refused.
 void submit_request(PluginHost& host, PluginOptions& opt, const SubmitProcess& proc);
 
+// What sbatch says of a job's --vm-resume (or its partition's default):
+// whether the site's configuration lets it be saved at a requeue, and if
+// not why; "" when the job is not to be resumed. From the submit host's
+// configuration, the job's GPU options (--gres/--gpus and their SBATCH_*
+// twins; #SBATCH lines are not seen) and its partition.
+std::string resumable_at_submit(const NodeConfig& cfg, const std::string& resume, const std::string& partition,
+                                const SubmitProcess& proc);
+
 // The partitions a job asks for at submit: its command line, else
 // SBATCH_PARTITION, SALLOC_PARTITION, SLURM_PARTITION, else the default.
 std::vector<std::string> submit_partitions(PluginHost& host, const SubmitProcess& proc);

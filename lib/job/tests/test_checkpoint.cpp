@@ -6,6 +6,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "fs.hpp"
+#include "plugin.hpp"
 #include "support.hpp"
 
 namespace {
@@ -64,7 +65,11 @@ TEST_CASE("checkpoint: restored only when whole and the job's own", "[checkpoint
     svm::mkdir_p(dir, 0700);
     write_entry(dir, entry(0, 2));
     CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
-    CHECK(why.find("incomplete") != std::string::npos);
+    CHECK(why.find("not saved whole") != std::string::npos);
+    // The reason the other node's epilog left is the user's to read.
+    svm::write_file_atomic(svm::checkpoint_file(dir, 1, "failed"), "its guest on node2 needs 3000 MiB\n", 0600);
+    CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
+    CHECK(why.find("(its guest on node2 needs 3000 MiB)") != std::string::npos);
     write_entry(dir, entry(1, 2));
     auto whole = svm::whole_checkpoint(dir, 42, 2001, 2, why);
     REQUIRE(whole);
@@ -88,4 +93,25 @@ TEST_CASE("checkpoint: restored only when whole and the job's own", "[checkpoint
     CHECK(!svm::whole_checkpoint(dir, 42, 2001, 2, why));
     svm::remove_checkpoint(dir);
     CHECK(!svm::path_exists(dir));
+}
+
+TEST_CASE("checkpoint: sbatch says whether the job is resumable, and why not", "[checkpoint]") {
+    svm::NodeConfig cfg;
+    svm::SubmitProcess proc;
+    proc.args = {"sbatch", "-N2", "job.sh"};
+    CHECK(svm::resumable_at_submit(cfg, "", "debug", proc).empty());  // not asked, no default
+    CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("no checkpoint.dir") != std::string::npos);
+    cfg.checkpoint.dir = "/ckpt";
+    CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("not resumable: its guest has host directories") !=
+          std::string::npos);
+    cfg.shares.clear();
+    CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("the job is resumable") != std::string::npos);
+    cfg.checkpoint.partitions["preempt"] = "auto";
+    CHECK(svm::resumable_at_submit(cfg, "", "preempt", proc).find("the job is resumable") != std::string::npos);
+    CHECK(svm::resumable_at_submit(cfg, "never", "preempt", proc).empty());
+    proc.args = {"sbatch", "--gres=gpu:2", "job.sh"};
+    CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("devices passed through") != std::string::npos);
+    proc.args = {"sbatch", "job.sh"};
+    proc.env = {"SBATCH_GPUS=1"};
+    CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("devices passed through") != std::string::npos);
 }
