@@ -1,6 +1,6 @@
 // Resumable VM jobs (--vm-resume=auto; the README's "Resumable jobs"). When
-// Slurm requeues such a job (preemption, scontrol requeue, a node failure
-// with --requeue), the epilog of each of its nodes has the keeper save the
+// Slurm requeues such a job (preemption, scontrol requeue, a drain with
+// requeue), the epilog of each of its nodes has the keeper save the
 // guest (libvirt's save image: memory and device state; the guest is paused
 // first) and keeps the guest's disk overlay beside it, in the job's
 // checkpoint directory on storage that every node shares:
