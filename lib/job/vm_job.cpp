@@ -740,6 +740,28 @@ std::string overlay_bytes(const NodeConfig& cfg, const JobPlan& p) {
     return bytes;
 }
 
+// A restored guest's overlay, copied back from the checkpoint (which stays).
+// A copy that fails is the job's, never the node's: the node's scratch space
+// filled up (the job's checkpoint holds as much as its share), the copy was
+// too slow, the checkpoint went (the job was cancelled and another of its
+// nodes removed it). The guest then starts afresh, and the user is told.
+bool restore_overlay(JobPlan& p, int timeout_s) {
+    RunOptions o;
+    o.timeout_ms = timeout_s * 1000;
+    try {
+        run_checked(
+            {"cp", "--sparse=always", "--", checkpoint_file(p.checkpoint_dir, p.node_index, "qcow2"), p.overlay()}, o);
+        return true;
+    } catch (const Error& e) {
+        log::warn("the overlay was not copied back from the job's checkpoint: " + e.chain());
+        ::unlink(p.overlay().c_str());
+        p.restore_from.clear();
+        p.resume_note = "the job's saved state could not be copied back on " + p.node + " (" +
+                        log::tail_lines(log::printable(e.reason()), 1) + "): the job starts afresh";
+        return false;
+    }
+}
+
 // The overlay: root-owned, backing format pinned, the user's image never
 // opened by root (-u: qemu-img does not open the backing file). On the
 // node's scratch space, in a directory of the job's own (recorded first,
@@ -752,14 +774,8 @@ void make_overlay(Preparation& s) {
     remove_tree(p.overlay_dir);
     if (::mkdir(p.overlay_dir.c_str(), 0710) != 0) SVM_THROW_ERRNO("mkdir " + p.overlay_dir);
     chown_mode(p.overlay_dir, 0, s.qgid, 0710);
-    if (p.restore_from.empty()) {
+    if (p.restore_from.empty() || !restore_overlay(p, s.cfg.checkpoint.timeout_s))
         write_new_file(p.overlay(), overlay_bytes(s.cfg, p), 0600);
-    } else {
-        RunOptions o;
-        o.timeout_ms = s.cfg.checkpoint.timeout_s * 1000;
-        run_checked(
-            {"cp", "--sparse=always", "--", checkpoint_file(p.checkpoint_dir, p.node_index, "qcow2"), p.overlay()}, o);
-    }
     chown_mode(p.overlay(), 0, s.qgid, 0660);
 }
 

@@ -1,0 +1,107 @@
+#!/bin/bash
+# Resumable VM jobs (--vm-resume=auto) attacked by an ordinary user:
+# - the checkpoint space is root's: the user cannot plant a checkpoint for
+#   their job (a directory, a symlink), nor read theirs, nor another user's;
+#   another user cannot requeue the job;
+# - the user fills their guest's disk with bytes that do not compress, and
+#   requeues the job themselves (as Slurm lets an owner do, as often as they
+#   like): the epilog saves guest and overlay; the job runs again on a node
+#   whose scratch space cannot hold that overlay (here a small tmpfs, as a
+#   node's scratch filled by the user's other guests would be). Copying the
+#   overlay back in root's prolog fails: the job starts afresh there and is
+#   told why, the node is not drained;
+# - cancelled, the job leaves nothing: no checkpoint, nothing on the tmpfs.
+source "$(dirname "$0")/lib.sh"
+
+ckpt="$SVM_CLUSTER_DIR/checkpoints"
+# Resumable jobs need nodes without shares (test_requeue).
+for n in "${SVM_NODES[@]}"; do
+    cfg="$(node_setting "$n" shares '[]')"
+    on_exit "rm -f $cfg"
+done
+[[ -d "$ckpt" ]] || mkdir -m 0711 "$ckpt"
+
+wd="$(workdir)"
+cat >"$wd/fill.sh" <<'EOF'
+#!/bin/sh
+echo "run ${SLURM_RESTART_COUNT:-0}"
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+    head -c 96M /dev/urandom >/var/tmp/svm-fill && sync && echo filled
+fi
+i=0
+while [ "$i" -lt 100000 ]; do
+    i=$((i + 1))
+    echo "count $i on $(hostname)"
+    sleep 1
+done
+EOF
+chown -R "$SVM_USER:" "$wd"
+
+# The user's own tries at the checkpoint space, before any job: nothing
+# can be made there but by root.
+as_user "$SVM_USER" mkdir "$ckpt/job_4000000000" 2>/dev/null && fail "the user made a directory in $ckpt"
+as_user "$SVM_USER" ln -s /tmp "$ckpt/job_4000000001" 2>/dev/null && fail "the user made a symlink in $ckpt"
+
+# shellcheck disable=SC2046
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --open-mode=append --vm-resume=auto \
+    $(vm_opts) fill.sh)"
+# A job held after a failed prolog runs no epilog when cancelled.
+on_exit "rm -rf $ckpt/job_$id"
+on_exit "scancel $id 2>/dev/null"
+log "submitted resumable job $id"
+out="$wd/slurm-$id.out"
+wait_output "$out" "^count 2 on" "the guest filled and counting" 300
+grep -q "^filled" "$out" || fail "the guest did not fill its disk: $(cat "$out")"
+first="$(job_field "$id" NodeList)"
+as_user "$SVM_USER2" scontrol requeue "$id" 2>/dev/null && fail "another user requeued job $id"
+as_user "$SVM_USER" scontrol requeue "$id" || fail "the user could not requeue their own job $id"
+log "job $id requeued by its user on $first"
+end=$(( $(date +%s) + 120 ))
+until [[ -e "$ckpt/job_$id/node0.json" ]]; do
+    (( $(date +%s) < end )) || fail "no checkpoint of job $id after its requeue: $(ls -l "$ckpt/job_$id" 2>&1)"
+    sleep 1
+done
+wait_state "$id" PENDING 120
+qcow="$(stat -c %b "$ckpt/job_$id/node0.qcow2")"
+(( qcow * 512 > 80 * 1024 * 1024 )) || fail "the saved overlay holds only $((qcow / 2048)) MiB"
+for u in "$SVM_USER" "$SVM_USER2"; do
+    as_user "$u" ls "$ckpt/job_$id" >/dev/null 2>&1 && fail "$u lists the checkpoint of job $id"
+    as_user "$u" cat "$ckpt/job_$id/node0.json" >/dev/null 2>&1 && fail "$u reads the checkpoint of job $id"
+done
+
+# The job's next node: its scratch space a tmpfs smaller than the overlay.
+target=node2
+[[ "$first" == node2 ]] && target=node3
+scratch="$SVM_CLUSTER_DIR/attack-resume-scratch"
+mkdir -p "$scratch"
+mount -t tmpfs -o size=48m,mode=0711 svm-attack-resume "$scratch" || fail "cannot mount a tmpfs on $scratch"
+on_exit "umount -l $scratch; rmdir $scratch"
+cfg="$(node_setting "$target" overlay_dir "\"$scratch\"")"
+on_exit "rm -f $cfg"
+# A node this test drained (without the fix) is given back to the others.
+on_exit "sinfo -h -N -n $target -o %t | grep -qE 'drain|drng|down|fail' && scontrol update nodename=$target state=resume"
+others="$(printf '%s\n' "${SVM_NODES[@]}" | grep -vx "$target" | paste -sd,)"
+scontrol update jobid="$id" StartTime=now ExcNodeList="$others" || fail "cannot move job $id to $target"
+end=$(( $(date +%s) + 150 ))
+until grep -q "saved state could not be copied back" "$out" 2>/dev/null; do
+    if sinfo -h -N -n "$target" -o %t | grep -qE 'drain|drng|down|fail'; then
+        fail "the prolog drained $target: $(sinfo -h -R)"
+    fi
+    (( $(date +%s) < end )) || fail "job $id was not told its state could not be copied back: $(cat "$out")"
+    sleep 1
+done
+# Its script from the start (the first run's count, then the new one's).
+end=$(( $(date +%s) + 120 ))
+until [[ "$(grep -c '^count 1 on' "$out")" == 2 ]]; do
+    (( $(date +%s) < end )) || fail "job $id did not start afresh on $target: $(cat "$out")"
+    sleep 1
+done
+grep -q "^run 1" "$out" || fail "the second run is not Slurm's restart: $(cat "$out")"
+[[ "$(job_field "$id" NodeList)" == "$target" ]] || fail "job $id runs on $(job_field "$id" NodeList), not $target"
+log "job $id started afresh on $target, told why"
+scancel "$id"
+wait_clean "$id" 120
+[[ ! -e "$ckpt/job_$id" ]] || fail "the cancelled job's checkpoint is left"
+[[ -z "$(ls -A "$scratch")" ]] || fail "left on $target's scratch: $(ls -A "$scratch")"
+no_node_drained
+pass "the checkpoint is out of the users' reach; an overlay the next node cannot hold starts the job afresh, no drain"
