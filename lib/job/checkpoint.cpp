@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "deadline.hpp"
 #include "error.hpp"
@@ -168,14 +170,35 @@ std::optional<std::vector<CheckpointEntry>> whole_checkpoint(const std::string& 
     return out;
 }
 
+std::optional<std::pair<int, int>> emulator_version(const std::string& emulator) {
+    RunOptions o;
+    o.timeout_ms = 10000;
+    o.max_output_bytes = 4096;
+    RunResult r = run({emulator, "--version"}, o);
+    const std::string tag = "QEMU emulator version ";
+    size_t at = r.out.find(tag);
+    int major = 0, minor = 0;
+    if (!r.ok() || at == std::string::npos ||
+        std::sscanf(r.out.c_str() + at + tag.size(), "%4d.%4d", &major, &minor) != 2)
+        return std::nullopt;
+    return std::make_pair(major, minor);
+}
+
 std::string not_resumable_because(const CheckpointConfig& cfg, const JobPlan& p) {
     if (cfg.dir.empty()) return "the site keeps no checkpoints of VM jobs (no checkpoint.dir in its configuration)";
     if (!p.hostdevs.empty())
         return "its guest on " + p.node + " has devices passed through (GPUs, a VF), which cannot be saved";
-    if (!p.shares.empty())
-        return "its guest has host directories shared into it (" + p.shares.front() +
-               (p.shares.size() > 1 ? ", ..." : "") +
-               "), which QEMU cannot save while they are mounted: ask the site for nodes without shares";
+    if (p.shares.empty()) return "";
+    std::string shared = "its guest has host directories shared into it (" + p.shares.front() +
+                         (p.shares.size() > 1 ? ", ..." : "") + ")";
+    if (p.shares_via != "virtiofs")
+        return shared + " over 9p, which QEMU cannot save while they are mounted: ask the site for virtio-fs shares";
+    if (p.emulator.empty()) return "";  // sbatch, where QEMU is not installed: the nodes tell
+    std::optional<std::pair<int, int>> v = emulator_version(p.emulator);
+    if (!v) return shared + ", and the node's QEMU (" + p.emulator + ") does not tell its version";
+    if (*v < std::make_pair(8, 2))
+        return shared + " over virtio-fs, which QEMU " + std::to_string(v->first) + "." + std::to_string(v->second) +
+               " cannot save (QEMU 8.2 and later can)";
     return "";
 }
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config.hpp"
@@ -55,8 +56,16 @@ std::optional<std::vector<CheckpointEntry>> whole_checkpoint(const std::string& 
                                                              int nodes, std::string& why);
 
 // Why a job whose --vm-resume is "auto" cannot be resumed ("" = it can): no
-// checkpoint space, devices passed through, shares. A sentence's end.
+// checkpoint space; devices passed through; shares over 9p (QEMU refuses to
+// save a guest while one is mounted), or over virtio-fs with a QEMU before
+// 8.2 (p.emulator's version; not asked when p.emulator is ""). virtio-fs
+// shares move with the guest from QEMU 8.2 on, virtiofsd giving its state
+// about open files, never data: the nodes must see the same directories,
+// as a shared file system gives. A sentence's end.
 std::string not_resumable_because(const CheckpointConfig& cfg, const JobPlan& p);
+
+// EMULATOR --version's (major, minor); nullopt when it does not say.
+std::optional<std::pair<int, int>> emulator_version(const std::string& emulator);
 
 // The epilog of a resumable job's node (p.checkpoint_dir set). Requeued: the
 // keeper saves the guest (asked with SIGUSR2, within cfg's timeout_s and

@@ -170,15 +170,18 @@ std::string resumable_at_submit(const NodeConfig& cfg, const std::string& resume
     if (cfg.checkpoint.resume_of(resume, partition) != "auto") return "";
     JobPlan p;
     p.node = "its nodes";
-    p.shares = cfg.shares;
+    for (const auto& d : cfg.shares)
+        p.shares.push_back(d == "%h" ? "your home" : d == "%w" ? "the job's directory" : d);
+    p.shares_via = cfg.shares_via;
+    if (::access(cfg.emulator.c_str(), X_OK) == 0) p.emulator = cfg.emulator;
     if (asks_gpus(proc)) p.hostdevs.resize(1);
     const json_t* vfs = json_object_get(cfg.devices.get(), "vf_providers");
     if (json_array_size(vfs) > 0) p.hostdevs.resize(1);
     std::string why = not_resumable_because(cfg.checkpoint, p);
     if (why.empty())
-        return "slurm-vm: the job is resumable: if Slurm requeues it, its VMs are saved and go on where they "
-               "stopped when it runs again (use --open-mode=append to keep its output)";
-    return "slurm-vm: the job is not resumable: " + why + "; if Slurm requeues it, its script starts again";
+        return "the job is resumable: if Slurm requeues it, its VMs are saved and go on where they stopped when it "
+               "runs again (use --open-mode=append to keep its output)";
+    return "the job is not resumable: " + why + "; if Slurm requeues it, its script starts again";
 }
 
 std::vector<std::string> submit_partitions(PluginHost& host, const SubmitProcess& proc) {

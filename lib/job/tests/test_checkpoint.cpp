@@ -102,6 +102,7 @@ TEST_CASE("checkpoint: sbatch says whether the job is resumable, and why not", "
     CHECK(svm::resumable_at_submit(cfg, "", "debug", proc).empty());  // not asked, no default
     CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("no checkpoint.dir") != std::string::npos);
     cfg.checkpoint.dir = "/ckpt";
+    cfg.shares_via = "9p";  // whatever this host's QEMU
     CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("not resumable: its guest has host directories") !=
           std::string::npos);
     cfg.shares.clear();
@@ -114,4 +115,30 @@ TEST_CASE("checkpoint: sbatch says whether the job is resumable, and why not", "
     proc.args = {"sbatch", "job.sh"};
     proc.env = {"SBATCH_GPUS=1"};
     CHECK(svm::resumable_at_submit(cfg, "auto", "debug", proc).find("devices passed through") != std::string::npos);
+}
+
+TEST_CASE("checkpoint: shares move with the guest over virtio-fs from QEMU 8.2, never over 9p", "[checkpoint]") {
+    svm::test::TempDir d("svm-ckpt-qemu");
+    auto emulator = [&](const std::string& says) {
+        std::string path = d.path() + "/qemu-" + std::to_string(std::hash<std::string>()(says));
+        svm::write_file_atomic(path, "#!/bin/sh\necho '" + says + "'\n", 0755);
+        return path;
+    };
+    svm::CheckpointConfig cp;
+    cp.dir = "/ckpt";
+    svm::JobPlan p;
+    p.shares = {"/home/u", "/work/u"};
+    p.shares_via = "9p";
+    CHECK(svm::not_resumable_because(cp, p).find("over 9p, which QEMU cannot save") != std::string::npos);
+    p.shares_via = "virtiofs";
+    p.emulator = emulator("QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)");
+    CHECK(svm::not_resumable_because(cp, p).find("QEMU 7.2 cannot save (QEMU 8.2 and later can)") != std::string::npos);
+    p.emulator = emulator("QEMU emulator version 11.1.2 (Debian 1:11.1.2+ds-3)");
+    CHECK(svm::not_resumable_because(cp, p).empty());
+    p.emulator = emulator("QEMU emulator version 8.2.0");
+    CHECK(svm::not_resumable_because(cp, p).empty());
+    p.emulator = emulator("something else");
+    CHECK(svm::not_resumable_because(cp, p).find("does not tell its version") != std::string::npos);
+    p.emulator.clear();  // sbatch without QEMU: the nodes tell
+    CHECK(svm::not_resumable_because(cp, p).empty());
 }
