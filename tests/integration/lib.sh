@@ -201,6 +201,17 @@ PY
     echo "$cfg"
 }
 
+# nodes_without_shares: every node a configuration of its own without
+# shares (QEMU before 8.2 cannot save a guest with one mounted: resumable
+# jobs), removed when the test exits.
+nodes_without_shares() {
+    local n cfg
+    for n in "${SVM_NODES[@]}"; do
+        cfg="$(node_setting "$n" shares '[]')"
+        on_exit "rm -f $cfg"
+    done
+}
+
 # node_shares_9p NODE: NODE serves the guests' shares over 9p (node_setting).
 node_shares_9p() { node_setting "$1" shares_via '"9p"'; }
 

@@ -7,10 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 [[ "$(scontrol show config | sed -n 's/^PreemptType *= *//p')" == preempt/partition_prio ]] ||
     fail "the cluster has no PreemptType=preempt/partition_prio (tests/cluster/slurm.conf.in)"
-for n in "${SVM_NODES[@]}"; do
-    cfg="$(node_setting "$n" shares '[]')"
-    on_exit "rm -f $cfg"
-done
+nodes_without_shares
 scontrol create PartitionName=urgent Nodes=node[1-3] PriorityTier=10 State=UP ||
     fail "cannot make the partition urgent"
 on_exit "scontrol delete PartitionName=urgent"

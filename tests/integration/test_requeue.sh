@@ -29,10 +29,7 @@ if [[ "$(cluster_setting shares_via virtiofs)" != virtiofs ]] || ((major < 8 || 
     grep -q "not resumable: its guest has host directories shared into it" <<<"$said" ||
         fail "sbatch did not say that a job with shares is not resumable with QEMU $major.$minor: $said"
     log "QEMU $major.$minor: sbatch says a job with shares is not resumable; nodes without shares for this test"
-    for n in "${SVM_NODES[@]}"; do
-        cfg="$(node_setting "$n" shares '[]')"
-        on_exit "rm -f $cfg"
-    done
+    nodes_without_shares
 fi
 
 cat >"$wd/count.sh" <<EOF

@@ -7,10 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 
 ckpt="$SVM_CLUSTER_DIR/checkpoints"
-for n in "${SVM_NODES[@]}"; do
-    cfg="$(node_setting "$n" shares '[]')"
-    on_exit "rm -f $cfg"
-done
+nodes_without_shares
 wd="$(workdir)"
 guest_mpi_program "$wd" mpi_count
 # No shares: the program travels in the script, to both guests.

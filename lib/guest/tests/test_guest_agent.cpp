@@ -156,6 +156,27 @@ struct Batch {
     }
 };
 
+// A TERM for the host side to carry once the task has started (its first
+// line, "started", is out), through a pipe as slurm-vm-exec's signal pipe.
+struct TermWhenStarted {
+    int fds[2] = {-1, -1};
+    bool sent = false;
+    TermWhenStarted() { REQUIRE(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0); }
+    ~TermWhenStarted() {
+        ::close(fds[0]);
+        ::close(fds[1]);
+    }
+    TermWhenStarted(const TermWhenStarted&) = delete;
+    TermWhenStarted& operator=(const TermWhenStarted&) = delete;
+    std::function<void()> tick(const Captured& cap) {
+        return [this, &cap] {
+            if (sent || cap.out_text().find("started\n") == std::string::npos) return;
+            unsigned char s = SIGTERM;
+            sent = ::write(fds[1], &s, 1) == 1;
+        };
+    }
+};
+
 void require_root() {
     INFO("the agent runs its command with runuser, which needs root");
     REQUIRE(::geteuid() == 0);
@@ -259,21 +280,10 @@ TEST_CASE("the guest's agent carries a signal to the task's process group", "[ag
     b.start(
         "#!/bin/sh\nsh -c 'trap \"echo child got TERM; exit 0\" TERM; while :; do sleep 0.05; done' &\n"
         "trap 'echo task got TERM; wait; exit 7' TERM\necho started\nwhile :; do sleep 0.05; done\n");
-    int sig[2];
-    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
-    bool sent = false;
-    // TERM once the task has started (its first line is out).
-    std::optional<int> st = b.wait(
-        [&] {
-            if (sent || b.cap.out_text().find("started\n") == std::string::npos) return;
-            unsigned char s = SIGTERM;
-            sent = ::write(sig[1], &s, 1) == 1;
-        },
-        sig[0]);
-    ::close(sig[0]);
-    ::close(sig[1]);
+    TermWhenStarted term;
+    std::optional<int> st = b.wait(term.tick(b.cap), term.fds[0]);
     REQUIRE(st);
-    CHECK(sent);
+    CHECK(term.sent);
     CHECK(*st == 7);
     std::string out = b.cap.out_text();
     CHECK(out.find("task got TERM\n") != std::string::npos);
@@ -361,32 +371,16 @@ TEST_CASE("the guest's agent: a TERM the host side does not carry lets go of the
     require_root();
     Batch b;
     b.start("#!/bin/sh\ntrap 'echo got TERM; exit 9' TERM\necho started\nwhile :; do sleep 0.05; done\n");
-    int sig[2];
-    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
-    bool sent = false;
-    std::optional<int> st = b.wait(
-        [&] {
-            if (sent || b.cap.out_text().find("started\n") == std::string::npos) return;
-            unsigned char s = SIGTERM;
-            sent = ::write(sig[1], &s, 1) == 1;
-        },
-        sig[0]);
-    (void)st;
-    ::close(sig[0]);
-    ::close(sig[1]);
-    CHECK(!b.host.detached());  // carried: the script ended with its trap
+    {
+        TermWhenStarted term;
+        REQUIRE(b.wait(term.tick(b.cap), term.fds[0]) == 9);
+        CHECK(!b.host.detached());  // carried: the script ended with its trap
+    }
     Batch kept;
     kept.start("#!/bin/sh\ntrap 'echo got TERM; exit 9' TERM\necho started\nwhile :; do sleep 0.05; done\n");
-    REQUIRE(::pipe2(sig, O_CLOEXEC | O_NONBLOCK) == 0);
-    sent = false;
-    st = kept.host.wait(sig[0], kept.cap.out.get(), kept.cap.err.get(), kept.a.bounded([&] {
-        if (sent || kept.cap.out_text().find("started\n") == std::string::npos) return;
-        unsigned char s = SIGTERM;
-        sent = ::write(sig[1], &s, 1) == 1;
-    }),
-                        [](int s) { return s != SIGTERM; });
-    ::close(sig[0]);
-    ::close(sig[1]);
+    TermWhenStarted term;
+    std::optional<int> st = kept.host.wait(term.fds[0], kept.cap.out.get(), kept.cap.err.get(),
+                                           kept.a.bounded(term.tick(kept.cap)), [](int s) { return s != SIGTERM; });
     CHECK(!st);
     CHECK(kept.host.detached());
     // The command goes on in the guest, untouched: a new host side finds it running.
