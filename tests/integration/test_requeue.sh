@@ -96,9 +96,9 @@ grep -q "^count $next on $guest\$" "$out" || fail "the guest is not the one save
 grep -q "DUE TO JOB REQUEUE" "$out" || fail "Slurm's requeue is not in the output: $(cat "$out")"
 if ((shares)); then
     # The share after the restore: a descriptor held across the save, and new opens.
+    wait_output "$out" "^share opened $next\$" "the share answering after the restore" 60
     grep -q "^held $next\$" "$wd/held.txt" ||
         fail "writes through a descriptor held across the save did not reach the host: $(tail -n3 "$wd/held.txt")"
-    grep -q "^share opened $next\$" "$out" || fail "the share did not answer after the restore: $(tail -n8 "$out")"
     log "QEMU $major.$minor: the guest's virtio-fs shares work after its restore"
 fi
 n="$(pgrep -fc "guest=slurm-vm-$id-" || true)"
