@@ -3,6 +3,8 @@
 # - the checkpoint space is root's: the user cannot plant a checkpoint for
 #   their job (a directory, a symlink), nor read theirs, nor another user's;
 #   another user cannot requeue the job;
+# - the user's own USR2 to every step of the job never reaches the keeper
+#   (USR2 is the epilog's "save the guest");
 # - the user fills their guest's disk with bytes that do not compress, and
 #   requeues the job themselves (as Slurm lets an owner do, as often as they
 #   like): the epilog saves guest and overlay; the job runs again on a node
@@ -41,6 +43,7 @@ wd="$(workdir)"
 cat >"$wd/fill.sh" <<'EOF'
 #!/bin/sh
 echo "run ${SLURM_RESTART_COUNT:-0}"
+trap 'echo USR2' USR2
 if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
     head -c 96M /dev/urandom >/var/tmp/svm-fill && sync && echo filled
 fi
@@ -69,6 +72,15 @@ out="$wd/slurm-$id.out"
 wait_output "$out" "^count 2 on" "the guest filled and counting" 300
 grep -q "^filled" "$out" || fail "the guest did not fill its disk: $(cat "$out")"
 first="$(job_field "$id" NodeList)"
+# USR2 has the keeper save the guest (the epilog's, at a requeue): the
+# user's signals to every step of their job, the extern step's too, reach
+# their script, never the keeper (root's; out of the steps' reach).
+as_user "$SVM_USER" scancel --signal=USR2 --full "$id" || fail "the user could not signal their job $id"
+as_user "$SVM_USER" scancel --signal=USR2 "$id.extern" 2>/dev/null || true
+wait_output "$out" "^USR2" "the script trapping the user's USR2" 60
+n="$(grep -c '^count ' "$out")"
+wait_output "$out" "^count $((n + 2)) on" "the guest going on after the user's USR2" 60
+[[ ! -e "$ckpt/job_$id" ]] || fail "the user's USR2 saved the guest of job $id: $(ls "$ckpt/job_$id")"
 as_user "$SVM_USER2" scontrol requeue "$id" 2>/dev/null && fail "another user requeued job $id"
 as_user "$SVM_USER" scontrol requeue "$id" || fail "the user could not requeue their own job $id"
 log "job $id requeued by its user on $first"
