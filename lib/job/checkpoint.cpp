@@ -53,10 +53,10 @@ int64_t guest_memory_bytes(const JobPlan& p) {
     }
 }
 
-// A copy of root's own file, holes kept, within timeout_s.
-void copy_sparse(const std::string& from, const std::string& to, int timeout_s) {
+// A copy of root's own file, holes kept, within what is left of `by`.
+void copy_sparse(const std::string& from, const std::string& to, const Deadline& by) {
     RunOptions o;
-    o.timeout_ms = timeout_s * 1000;
+    o.timeout_ms = std::max(1, by.remaining_ms());
     run_checked({"cp", "--sparse=always", "--", from, to}, o);
 }
 
@@ -73,8 +73,11 @@ bool keeper_saved(const JobPlan& p, const std::string& save, int timeout_s) {
     return path_exists(save);
 }
 
-// Saves this node's guest and overlay; the entry last. Throws the reason.
+// Saves this node's guest and overlay, both within timeout_s (the
+// epilog's share of Slurm's time: not once each); the entry last. Throws
+// the reason.
 void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
+    const Deadline by{Milliseconds(int64_t{timeout_s} * 1000)};
     const std::string& dir = p.checkpoint_dir;
     if (read_guest_state(p).phase != GuestState::Phase::ready)
         SVM_THROW("its guest on " + p.node + " was not running (" + read_guest_state(p).text() + ")");
@@ -94,7 +97,7 @@ void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
         SVM_THROW("the guest on " + p.node + " was not saved (the node's log for job " + std::to_string(p.job_id) +
                   " says why)");
     std::string disk = checkpoint_file(dir, p.node_index, "qcow2");
-    if (::rename(p.overlay().c_str(), disk.c_str()) != 0) copy_sparse(p.overlay(), disk, timeout_s);
+    if (::rename(p.overlay().c_str(), disk.c_str()) != 0) copy_sparse(p.overlay(), disk, by);
     CheckpointEntry e;
     e.job_id = p.job_id;
     e.uid = p.uid;
@@ -217,7 +220,8 @@ std::string checkpoint_at_end(const NodeConfig& cfg, const JobPlan& p, bool requ
     try {
         save_node(cfg, p, timeout_s);
     } catch (const Error& e) {
-        for (const char* ext : {"json", "save", "qcow2"})
+        // "save.new": the keeper's save, when it was killed at the bound.
+        for (const char* ext : {"json", "save", "qcow2", "save.new"})
             ::unlink(checkpoint_file(p.checkpoint_dir, p.node_index, ext).c_str());
         // Its next run tells the user why it starts afresh.
         try {

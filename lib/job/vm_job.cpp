@@ -757,7 +757,7 @@ bool restore_overlay(JobPlan& p, int timeout_s) {
         ::unlink(p.overlay().c_str());
         p.restore_from.clear();
         p.resume_note = "the job's saved state could not be copied back on " + p.node + " (" +
-                        log::tail_lines(log::printable(e.reason()), 1) + "): the job starts afresh";
+                        trim(log::tail_lines(log::printable(e.reason()), 1)) + "): the job starts afresh";
         return false;
     }
 }
