@@ -1,6 +1,7 @@
 #include "checkpoint.hpp"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,6 +90,16 @@ void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
     if (static_cast<uint64_t>(need) > share)
         SVM_THROW("its guest on " + p.node + " needs " + std::to_string(need >> 20) + " MiB, more than its share (" +
                   std::to_string(share >> 20) + " MiB) of the site's checkpoint.max_gib");
+    // Many jobs' checkpoints together never fill the file system: what
+    // they would leave free is kept.
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0) {
+        uint64_t avail = uint64_t(fs.f_bavail) * fs.f_frsize;
+        if (avail < uint64_t(need) + cfg.checkpoint.reserve_bytes)
+            SVM_THROW("the checkpoint space has " + std::to_string(avail >> 20) + " MiB free, and its guest on " +
+                      p.node + " needs " + std::to_string(need >> 20) + " MiB of it beyond the " +
+                      std::to_string(cfg.checkpoint.reserve_bytes >> 30) + " GiB the site keeps free");
+    }
     std::string entry = checkpoint_file(dir, p.node_index, "json");
     ::unlink(entry.c_str());
     ::unlink(checkpoint_file(dir, p.node_index, "failed").c_str());

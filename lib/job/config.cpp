@@ -171,6 +171,7 @@ void read_oci(const json_t* o, OciSettings& oci, const std::string& node_name) {
 void read_checkpoint(const json_t* o, CheckpointConfig& cp) {
     read_valid(o, "dir", cp.dir);
     cp.max_bytes = gib_bytes(o, "max_gib", cp.max_bytes);
+    cp.reserve_bytes = gib_bytes(o, "reserve_gib", cp.reserve_bytes);
     read_valid(o, "timeout_s", cp.timeout_s);
     read_valid(o, "resume", cp.resume);
     const char* k;

@@ -40,6 +40,7 @@ struct NetworkConfig {
 struct CheckpointConfig {
     std::string dir;  // shared by the nodes; empty: no job is resumable
     uint64_t max_bytes = uint64_t(64) << 30;
+    uint64_t reserve_bytes = uint64_t(10) << 30;  // left free on dir's file system by every save
     int timeout_s = 120;
     std::string resume = "never";                   // "auto" or "never"
     std::map<std::string, std::string> partitions;  // partition -> "auto" or "never"

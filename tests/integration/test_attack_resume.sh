@@ -20,11 +20,8 @@
 source "$(dirname "$0")/lib.sh"
 
 ckpt="$SVM_CLUSTER_DIR/checkpoints"
-# Resumable jobs need nodes without shares (test_requeue).
-for n in "${SVM_NODES[@]}"; do
-    cfg="$(node_setting "$n" shares '[]')"
-    on_exit "rm -f $cfg"
-done
+# Resumable jobs need nodes without shares where QEMU is older than 8.2 (test_requeue).
+nodes_without_shares
 [[ -d "$ckpt" ]] || mkdir -m 0711 "$ckpt"
 # Scratch spaces: node2's too small for the overlay the job saves; the
 # others' large enough, on file systems of their own.
