@@ -333,4 +333,15 @@ std::string receive_with_fds(int sock, std::vector<UniqueFd>& fds, size_t max_da
     return buf;
 }
 
+bool write_fully(int fd, const char* data, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::write(fd, data, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data += w;
+        n -= static_cast<size_t>(w);
+    }
+    return true;
+}
+
 }  // namespace svm

@@ -40,6 +40,11 @@ std::string file_version_key(const struct stat& st);
 // a cache costs time, not correctness.
 std::string kept_value(const std::string& dir, const std::string& key);
 void keep_value(const std::string& dir, const std::string& key, const std::string& value);
+// Writes all n bytes to fd (retrying short writes and EINTR); false when fd
+// takes no more.
+bool write_fully(int fd, const char* data, size_t n);
+inline bool write_fully(int fd, const std::string& data) { return write_fully(fd, data.data(), data.size()); }
+
 // Plain write of an existing file (sysfs attributes and the like).
 void write_sysfs(const std::string& path, const std::string& value);
 // mkdir -p: the missing parents are made 0755, the directory itself `mode`.

@@ -22,16 +22,7 @@ constexpr size_t kMaxCtlLine = 4096;
 // ended (the nonces follow at once; a guest that never sends them is cut).
 constexpr int kDrainMs = 5000;
 
-// Writes all of `data`; false when `fd` takes no more.
-bool write_all(int fd, const std::string& data) {
-    for (size_t off = 0; off < data.size();) {
-        ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        off += static_cast<size_t>(w);
-    }
-    return true;
-}
+bool write_all(int fd, const std::string& data) { return write_fully(fd, data); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "deadline.hpp"
 #include "error.hpp"
@@ -105,13 +108,7 @@ void forward_signals_to_pipe() {
 }
 
 void write_all_and_close(int fd, const std::string& data) {
-    size_t off = 0;
-    while (off < data.size()) {
-        ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += static_cast<size_t>(w);
-    }
+    write_fully(fd, data);
     ::close(fd);
 }
 
@@ -305,6 +302,25 @@ std::string ensure_pmix_forward(const JobPlan& p, const std::string& self, const
     return "";
 }
 
+// The batch step's output files (stdout's, and stderr's when it is another
+// file), regular files only, by the path the descriptor has.
+std::vector<std::pair<int, std::string>> output_files() {
+    std::vector<std::pair<int, std::string>> out;
+    struct stat first {};
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (!out.empty() && st.st_dev == first.st_dev && st.st_ino == first.st_ino) continue;
+        char buf[4096];
+        ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof buf - 1);
+        std::string path(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+        if (path.empty() || path[0] != '/' || path.find(" (deleted)") != std::string::npos) continue;
+        if (out.empty()) first = st;
+        out.emplace_back(fd, path);
+    }
+    return out;
+}
+
 constexpr size_t kMaxInlineCommand = 96 * 1024;
 
 // The batch script through the guest's agent (lib/guest/guest_agent.hpp): it
@@ -353,6 +369,7 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
         log::info(
             "Slurm requeues the job: its guest is saved with the script as it runs, to go on where it stopped "
             "when the job runs again");
+        set_output_aside();
         return 0;
     }
     // The agent answers whatever the guest's readiness (sshd's daemon may
@@ -472,6 +489,7 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     }
     // The batch script goes to the guest's agent, which waits for it from
     // early in the guest's boot; without one, over SSH once the guest is ready.
+    if (t.batch && !p.checkpoint_dir.empty()) put_output_back();
     if (t.batch && !p.resume_note.empty()) log::warn(p.resume_note);
     if (t.batch) {
         if (std::optional<GuestAgent> agent = GuestAgent::take(p.agent_socket())) {
@@ -510,6 +528,27 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t) {
     if (rc == 255) report_lost(p, "the SSH connection to the guest");
     if (t.batch) wait_for_record(p);
     return rc;
+}
+
+std::string output_aside_path(const std::string& path) { return path + ".requeued"; }
+
+void set_output_aside() {
+    for (const auto& [fd, path] : output_files())
+        if (::rename(path.c_str(), output_aside_path(path).c_str()) != 0)
+            log::warn("the job's output " + path + " is not kept across the requeue: " + std::strerror(errno));
+}
+
+void put_output_back() {
+    for (const auto& [fd, path] : output_files()) {
+        std::string aside = output_aside_path(path);
+        UniqueFd in(::open(aside.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+        if (!in) continue;
+        char buf[65536];
+        ssize_t n;
+        while ((n = ::read(in.get(), buf, sizeof buf)) > 0)
+            if (!write_fully(fd, buf, static_cast<size_t>(n))) break;
+        ::unlink(aside.c_str());
+    }
 }
 
 void show_console_to_user(const JobPlan& p) {

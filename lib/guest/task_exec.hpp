@@ -60,6 +60,16 @@ int run_task_in_guest(const JobPlan& p, const TaskInvocation& t);
 // keeps it in the job's working directory, as the user.
 void show_console_to_user(const JobPlan& p);
 
+// A requeued resumable job's output files: Slurm truncates them when the job
+// runs again (unless --open-mode=append or JobFileAppend=1). The batch step,
+// as the user, renames them aside (NAME.requeued) when it lets go of the
+// script at the requeue, and the next run's batch step writes what they held
+// into its own before anything else, then removes them. Regular files only
+// (stdout's, and stderr's when it is another file).
+std::string output_aside_path(const std::string& path);
+void set_output_aside();
+void put_output_back();
+
 // The SSH ProxyCommand: relays stdin and stdout to the job's Unix socket,
 // which the keeper connects to the guest.
 int proxy_to_guest(const std::string& socket_path);

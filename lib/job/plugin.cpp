@@ -180,7 +180,7 @@ std::string resumable_at_submit(const NodeConfig& cfg, const std::string& resume
     std::string why = not_resumable_because(cfg.checkpoint, p);
     if (why.empty())
         return "the job is resumable: if Slurm requeues it, its VMs are saved and go on where they stopped when it "
-               "runs again (use --open-mode=append to keep its output)";
+               "runs again";
     return "the job is not resumable: " + why + "; if Slurm requeues it, its script starts again";
 }
 

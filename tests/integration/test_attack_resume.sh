@@ -59,7 +59,7 @@ as_user "$SVM_USER" mkdir "$ckpt/job_4000000000" 2>/dev/null && fail "the user m
 as_user "$SVM_USER" ln -s /tmp "$ckpt/job_4000000001" 2>/dev/null && fail "the user made a symlink in $ckpt"
 
 # shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --open-mode=append --vm-resume=auto \
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --vm-resume=auto \
     -x "$target" $(vm_opts) fill.sh)"
 # A job held after a failed prolog runs no epilog when cancelled.
 on_exit "rm -rf $ckpt/job_$id"

@@ -15,7 +15,7 @@ wd="$(workdir)"
 printf '#!/bin/sh\ni=0\nwhile :; do i=$((i + 1)); echo "count $i"; sleep 1; done\n' >"$wd/count.sh"
 chown -R "$SVM_USER:" "$wd"
 # shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -p debug -N1 -n2 --mem=1500 --open-mode=append \
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -p debug -N1 -n2 --mem=1500 \
     --vm-resume=auto $(vm_opts) count.sh)"
 on_exit "scancel $id 2>/dev/null"
 out="$wd/slurm-$id.out"

@@ -4,7 +4,8 @@
 # the epilog saved its guest (memory and overlay) into the checkpoint, the
 # next run's prolog and keeper restored it instead of booting, and the batch
 # step reattached to the running script. Its output file keeps what was
-# written before (--open-mode=append). Where QEMU is 8.2 or later the guest
+# written before (Slurm truncates it; the batch step sets it aside and puts
+# it back). Where QEMU is 8.2 or later the guest
 # keeps its virtio-fs shares across the save: a file it holds open and new
 # opens in the shared working directory work after the restore. Before 8.2
 # (Debian 12's 7.2) sbatch says a job with shares is not resumable, and the
@@ -49,7 +50,7 @@ done
 EOF
 chown -R "$SVM_USER:" "$wd"
 # shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --open-mode=append --vm-resume=auto \
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -n1 --mem=1500 --vm-resume=auto \
     $(vm_opts) count.sh)"
 on_exit "scancel $id 2>/dev/null"
 log "submitted resumable job $id"

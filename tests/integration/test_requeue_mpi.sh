@@ -27,7 +27,7 @@ guest_mpi_program "$wd" mpi_count
 } >"$wd/job.sh"
 chown -R "$SVM_USER:" "$wd"
 # shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 --ntasks-per-node=1 --mem=1500 --open-mode=append \
+id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 --ntasks-per-node=1 --mem=1500 \
     --vm-resume=auto $(vm_opts) job.sh)"
 on_exit "scancel $id 2>/dev/null"
 log "submitted resumable 2-node MPI job $id"

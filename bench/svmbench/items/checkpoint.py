@@ -58,7 +58,7 @@ def requeued_once(ctx, wd, mem_mb, ckpt):
     vm = [f"--vm-image={env['VM_TEST_IMAGE']}", f"--vm-kernel={env['VM_TEST_KERNEL']}",
           f"--vm-initrd={env['VM_TEST_INITRD']}"]
     r = run(["runuser", "-u", USER, "--", "env", f"SLURM_CONF={env['SLURM_CONF']}", "PATH=/usr/bin:/bin", "sbatch",
-             "--parsable", "-N1", "-n1", f"--mem={mem_mb}", "--open-mode=append", "--vm-resume=auto",
+             "--parsable", "-N1", "-n1", f"--mem={mem_mb}", "--vm-resume=auto",
              "-J", "svm-bench-checkpoint", *vm, "count.sh"], cwd=wd)
     if r.returncode != 0:
         raise RuntimeError("sbatch failed: " + r.stderr.strip())

@@ -1,6 +1,8 @@
 // slurm-vm-exec's logic (lib/guest/task_exec.hpp): how the plugin's two ways of
 // starting it are read, and what the guest is asked to run.
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,4 +187,35 @@ TEST_CASE("task_exec: a guest destroyed while the batch command is sent: its rea
     INFO(r.err);
     CHECK(r.status == 255);  // 128 + SIGPIPE (141) without the reason before the fix
     CHECK(r.err.find("the image's kernel has no 9p file system") != std::string::npos);
+}
+
+TEST_CASE("task_exec: a requeued job's output is set aside and put back before the next run's", "[task_exec]") {
+    svm::test::TempDir d("svm-output");
+    std::string out = d.path() + "/slurm-42.out", err = d.path() + "/slurm-42.err";
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        // The first run (stdout and stderr files, as slurmstepd opens them).
+        auto open_as_slurm = [&] {
+            int o = ::open(out.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_TRUNC, 0600);
+            int e = ::open(err.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_TRUNC, 0600);
+            if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) _exit(3);
+        };
+        open_as_slurm();
+        if (!svm::write_fully(1, "out before\n") || !svm::write_fully(2, "err before\n")) _exit(4);
+        svm::set_output_aside();
+        // The next run: Slurm truncates (or creates) the files again.
+        open_as_slurm();
+        svm::put_output_back();
+        if (!svm::write_fully(1, "out after\n") || !svm::write_fully(2, "err after\n")) _exit(5);
+        _exit(0);
+    }
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    REQUIRE(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+    CHECK(svm::read_file(out) == "out before\nout after\n");
+    CHECK(svm::read_file(err) == "err before\nerr after\n");
+    CHECK(!svm::path_exists(svm::output_aside_path(out)));
+    CHECK(!svm::path_exists(svm::output_aside_path(err)));
 }
