@@ -102,7 +102,7 @@ TEST_CASE_METHOD(PluginJob, "plugin: a job without --vm-image passes nothing on,
     svm::PluginOptions k = o;
     k.kernel = "/boot/vmlinuz";
     CHECK(svm::test::reason_of([&] { svm::submit_request(host, k, process({})); }) ==
-          "--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile and --vm-save need --vm-image");
+          "--vm-kernel, --vm-initrd, --vm-cmdline, --vm-irq-profile, --vm-save and --vm-resume need --vm-image");
     // A profile from the environment is a preference, not a request.
     svm::PluginOptions e = o;
     svm::submit_request(host, e, process({"SLURM_VM_IRQ_PROFILE=latency"}));
