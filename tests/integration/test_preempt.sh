@@ -27,7 +27,7 @@ log "job $urgent of partition urgent takes $node from resumable job $id"
 wait_state "$urgent" RUNNING 120
 [[ "$(job_field "$id" Restarts)" -ge 1 ]] || fail "job $id was not requeued by the preemption ($(job_field "$id" JobState))"
 [[ -e "$SVM_CLUSTER_DIR/checkpoints/job_$id/node0.json" ]] || fail "job $id was not saved at its preemption"
-before="$(grep -c '^count ' "$out")"
+before="$(cat "$out" "$out.requeued" 2>/dev/null | grep -c '^count ' || true)"
 wait_state "$id" PENDING 120
 scontrol update jobid="$id" StartTime=now
 wait_state "$id" RUNNING 300

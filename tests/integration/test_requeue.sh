@@ -66,7 +66,10 @@ until [[ -e "$ckpt/job_$id/node0.json" ]]; do
     (( $(date +%s) < end )) || fail "no checkpoint of job $id after its requeue: $(ls -l "$ckpt/job_$id" 2>&1)"
     sleep 1
 done
-before="$(grep -c '^count ' "$out")"
+# The batch step set the output aside (Slurm truncates it when the job
+# starts again); the next run puts it back.
+[[ -s "$out.requeued" && ! -e "$out" ]] || fail "the job's output was not set aside at the requeue: $(ls "$wd")"
+before="$(grep -c '^count ' "$out.requeued")"
 [[ "$(stat -c '%U %a' "$ckpt/job_$id")" == "root 700" ]] || fail "the checkpoint is not root's alone: $(stat -c '%U %a' "$ckpt/job_$id")"
 wait_state "$id" PENDING 120
 # A checkpoint is restored only into its own job: another job (of the same
@@ -92,7 +95,8 @@ wait_output "$out" "goes on where it was" "the batch step reattaching to the res
 # same guest (its name is the first node's).
 next=$((before + 3))
 wait_output "$out" "^count $next on" "the count going on after the requeue" 120
-[[ "$(grep -c '^count 1 on' "$out")" == 1 ]] || fail "the script started again: $(cat "$out")"
+[[ "$(grep -c '^count 1 on' "$out")" == 1 ]] || fail "the script started again, or its output is lost: $(cat "$out")"
+[[ ! -e "$out.requeued" ]] || fail "the output set aside at the requeue is left: $(ls "$wd")"
 grep -q "^count $next on $guest\$" "$out" || fail "the guest is not the one saved ($guest): $(tail -3 "$out")"
 grep -q "DUE TO JOB REQUEUE" "$out" || fail "Slurm's requeue is not in the output: $(cat "$out")"
 if ((shares)); then
