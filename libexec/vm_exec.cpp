@@ -116,11 +116,9 @@ int main(int argc, char** argv) {
         host_side_environment();
         // A resumable job's batch step asks Slurm at a TERM whether the job
         // is requeued or preempted (slurm-vm-job-info, as the user).
-        uint32_t job =
-            static_cast<uint32_t>(std::strtoul(getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "0", nullptr, 10));
-        t->requeued = [job] {
+        t->requeued = [](uint32_t job) {
             std::string why;
-            std::optional<svm::JobStatus> st = job ? svm::read_job_status(job, 10000, why) : std::nullopt;
+            std::optional<svm::JobStatus> st = svm::read_job_status(job, 10000, why);
             if (!st) svm::log::warn("cannot tell whether Slurm requeues the job: " + why);
             return st && (st->requeued() || st->preempt_time != 0);
         };

@@ -22,8 +22,6 @@ constexpr size_t kMaxCtlLine = 4096;
 // ended (the nonces follow at once; a guest that never sends them is cut).
 constexpr int kDrainMs = 5000;
 
-bool write_all(int fd, const std::string& data) { return write_fully(fd, data); }
-
 }  // namespace
 
 std::string UntilNonce::feed(const char* data, size_t n) {
@@ -107,13 +105,13 @@ GuestAgent::GuestAgent(std::vector<UniqueFd> channels) {
 
 void GuestAgent::start(const std::string& command, const std::string& stdin_data, const std::string& pid_file) {
     nonce_ = agent_nonce();
-    if (!write_all(ctl_.get(),
-                   agent_header(nonce_, command.size(), stdin_data.size(), pid_file) + command + stdin_data))
+    if (!write_fully(ctl_.get(),
+                     agent_header(nonce_, command.size(), stdin_data.size(), pid_file) + command + stdin_data))
         SVM_THROW_ERRNO("send the command to the guest's agent");
 }
 
 GuestAgent::Reattached GuestAgent::reattach(int timeout_ms) {
-    if (!write_all(ctl_.get(), "reattach\n")) return Reattached::lost;
+    if (!write_fully(ctl_.get(), "reattach\n")) return Reattached::lost;
     const Deadline deadline{Milliseconds(timeout_ms)};
     std::string line;
     while (read_ctl_line(line, deadline.remaining_ms())) {
@@ -156,7 +154,7 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
     Deadline next_tick{Milliseconds(200)};
     char buf[65536];
     auto finish = [&](std::optional<int> st) {
-        for (int i = 0; i < 2; ++i) write_all(dst[i], streams[i].flush());
+        for (int i = 0; i < 2; ++i) write_fully(dst[i], streams[i].flush());
         return st;
     };
     for (;;) {
@@ -178,7 +176,7 @@ std::optional<int> GuestAgent::wait(int signal_fd, int out_fd, int err_fd, const
             ssize_t n = ::read(p[i + 1].fd, buf, sizeof buf);
             if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
             if (n <= 0) ended[i] = true;
-            else write_all(dst[i], streams[i].feed(buf, static_cast<size_t>(n)));
+            else write_fully(dst[i], streams[i].feed(buf, static_cast<size_t>(n)));
         }
         if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             ssize_t n = ::read(ctl_.get(), buf, sizeof buf);
@@ -206,7 +204,7 @@ bool GuestAgent::relay_signals(int signal_fd, const std::function<bool(int)>& ca
             detached_ = true;
             return false;
         }
-        if (!write_all(ctl_.get(), "signal " + name + "\n")) return false;
+        if (!write_fully(ctl_.get(), "signal " + name + "\n")) return false;
     }
     return true;
 }
@@ -234,7 +232,7 @@ bool GuestAgent::read_ctl_line(std::string& line, int timeout_ms) {
 }
 
 std::optional<int> GuestAgent::sync(int timeout_ms) {
-    if (!write_all(ctl_.get(), "sync\n")) return std::nullopt;
+    if (!write_fully(ctl_.get(), "sync\n")) return std::nullopt;
     const Deadline deadline{Milliseconds(timeout_ms)};
     std::string line;
     while (read_ctl_line(line, deadline.remaining_ms()))

@@ -48,11 +48,7 @@ void image_fields(V& v, P& p) {
     v("image_format", p.image_format);
     v("image_virtual_size", p.image_virtual_size);
     v("image_digest", p.image_digest);
-    v("image_dev", p.image_identity.dev);
-    v("image_ino", p.image_identity.ino);
-    v("image_size", p.image_identity.size);
-    v("image_mtime_sec", p.image_identity.mtime_sec);
-    v("image_mtime_nsec", p.image_identity.mtime_nsec);
+    image_identity_fields(v, p.image_identity);
     v("kernel", p.kernel);
     v("initrd", p.initrd);
     v("kernel_copy", p.kernel_copy);

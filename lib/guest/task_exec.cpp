@@ -363,7 +363,7 @@ int run_by_agent(const JobPlan& p, const TaskInvocation& t, GuestCommand c, Gues
         [&] {
             if (agent.srun_asked()) fwd.start_when_ready(p, t.self, c.srun_port, relay);
         },
-        [&](int sig) { return !(sig == SIGTERM && !p.checkpoint_dir.empty() && t.requeued && t.requeued()); });
+        [&](int sig) { return !(sig == SIGTERM && !p.checkpoint_dir.empty() && t.requeued && t.requeued(p.job_id)); });
     fwd.stop();
     if (agent.detached()) {
         log::info(

@@ -5,6 +5,7 @@
 // goes to the guest's agent (lib/guest/guest_agent.hpp), every other task
 // (and the batch script of a guest without the agent) over SSH.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -27,7 +28,7 @@ struct TaskInvocation {
     // A resumable job's batch step (JobPlan::checkpoint_dir), at a TERM:
     // whether Slurm requeues or preempts the job, asked of Slurm (then the
     // script is not signalled: its guest is saved as it runs).
-    std::function<bool()> requeued;
+    std::function<bool(uint32_t job_id)> requeued;
 };
 
 // Slurm 22.05: argv[0] was replaced, the original is in SLURM_VM_ARGV0;

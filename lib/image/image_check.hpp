@@ -49,6 +49,16 @@ struct FileIdentity {
     bool operator!=(const FileIdentity& o) const { return !(*this == o); }
 };
 FileIdentity identity_of(const struct stat& st);
+// An image's identity as the fields "image_dev" ... "image_mtime_nsec" of a
+// record (the plan, a checkpoint's entry), for JsonIn and JsonOut alike.
+template <class V, class I>
+void image_identity_fields(V& v, I& id) {
+    v("image_dev", id.dev);
+    v("image_ino", id.ino);
+    v("image_size", id.size);
+    v("image_mtime_sec", id.mtime_sec);
+    v("image_mtime_nsec", id.mtime_nsec);
+}
 
 struct ImageInfo {
     ImageFormat format = ImageFormat::raw;  // qcow2 or raw once accepted

@@ -29,11 +29,7 @@ void entry_fields(V& v, E& e) {
     v("node_index", e.node_index);
     v("nodes", e.nodes);
     v("guest_node", e.guest_node);
-    v("image_dev", e.image.dev);
-    v("image_ino", e.image.ino);
-    v("image_size", e.image.size);
-    v("image_mtime_sec", e.image.mtime_sec);
-    v("image_mtime_nsec", e.image.mtime_nsec);
+    image_identity_fields(v, e.image);
     v("bytes", e.bytes);
 }
 
@@ -52,13 +48,6 @@ int64_t guest_memory_bytes(const JobPlan& p) {
     } catch (const Error&) {
         return 0;
     }
-}
-
-// A copy of root's own file, holes kept, within what is left of `by`.
-void copy_sparse(const std::string& from, const std::string& to, const Deadline& by) {
-    RunOptions o;
-    o.timeout_ms = std::max(1, by.remaining_ms());
-    run_checked({"cp", "--sparse=always", "--", from, to}, o);
 }
 
 // The keeper saves the guest into `save` (SIGUSR2: it pauses the guest,
@@ -80,8 +69,9 @@ bool keeper_saved(const JobPlan& p, const std::string& save, int timeout_s) {
 void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
     const Deadline by{Milliseconds(int64_t{timeout_s} * 1000)};
     const std::string& dir = p.checkpoint_dir;
-    if (read_guest_state(p).phase != GuestState::Phase::ready)
-        SVM_THROW("its guest on " + p.node + " was not running (" + read_guest_state(p).text() + ")");
+    GuestState state = read_guest_state(p);
+    if (state.phase != GuestState::Phase::ready)
+        SVM_THROW("its guest on " + p.node + " was not running (" + state.text() + ")");
     int nodes = static_cast<int>(p.peers.size());
     uint64_t share = cfg.checkpoint.max_bytes / static_cast<uint64_t>(nodes > 0 ? nodes : 1);
     mkdir_p(cfg.checkpoint.dir, 0711);
@@ -108,7 +98,8 @@ void save_node(const NodeConfig& cfg, const JobPlan& p, int timeout_s) {
         SVM_THROW("the guest on " + p.node + " was not saved (the node's log for job " + std::to_string(p.job_id) +
                   " says why)");
     std::string disk = checkpoint_file(dir, p.node_index, "qcow2");
-    if (::rename(p.overlay().c_str(), disk.c_str()) != 0) copy_sparse(p.overlay(), disk, by);
+    if (::rename(p.overlay().c_str(), disk.c_str()) != 0)
+        copy_sparse(p.overlay(), disk, std::max(1, by.remaining_ms()));
     CheckpointEntry e;
     e.job_id = p.job_id;
     e.uid = p.uid;
@@ -244,6 +235,12 @@ std::string checkpoint_at_end(const NodeConfig& cfg, const JobPlan& p, bool requ
     }
     return "the job was requeued: its guest on " + p.node + " is saved in " + p.checkpoint_dir + " (" +
            std::to_string(now_ms() - t0) + " ms)";
+}
+
+void copy_sparse(const std::string& from, const std::string& to, int timeout_ms) {
+    RunOptions o;
+    o.timeout_ms = timeout_ms;
+    run_checked({"cp", "--sparse=always", "--", from, to}, o);
 }
 
 void remove_checkpoint(const std::string& job_dir) {

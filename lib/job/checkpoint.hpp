@@ -75,6 +75,10 @@ std::optional<std::pair<int, int>> emulator_version(const std::string& emulator)
 // happened, in a sentence for the job's log; throws nothing.
 std::string checkpoint_at_end(const NodeConfig& cfg, const JobPlan& p, bool requeued, int bound_s);
 
+// A copy of root's own file (an overlay into or out of a checkpoint), holes
+// kept, killed after timeout_ms; throws svm::Error with cp's reason.
+void copy_sparse(const std::string& from, const std::string& to, int timeout_ms);
+
 // Removes a job's checkpoint directory (its files are root's own).
 void remove_checkpoint(const std::string& job_dir);
 

@@ -218,19 +218,25 @@ pid_t start_waiting_child() {
 
 constexpr const char* kImageFdGroup = "image";
 
-// Defines the guest, hands it the image's descriptor and starts it; null,
-// with libvirt's reason in `why`, when it does not start.
-DomainPtr start_domain(virConnectPtr c, const std::string& xml, int image_fd, std::string& why) {
+// Defines the guest, hands it the image's descriptor and runs it with `run`
+// (create, or restore); null, with libvirt's reason in `why`, when it does
+// not run (the definition is undone).
+DomainPtr run_domain(virConnectPtr c, const std::string& xml, int image_fd, const std::function<int(virDomainPtr)>& run,
+                     std::string& why) {
     DomainPtr dom(virDomainDefineXML(c, xml.c_str()));
     if (!dom) {
         why = libvirt_last_error();
         return dom;
     }
     int fds[1] = {image_fd};
-    if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 && virDomainCreate(dom.get()) == 0) return dom;
+    if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 && run(dom.get()) == 0) return dom;
     why = libvirt_last_error();
     virDomainUndefine(dom.get());
     return DomainPtr();
+}
+
+DomainPtr start_domain(virConnectPtr c, const std::string& xml, int image_fd, std::string& why) {
+    return run_domain(c, xml, image_fd, virDomainCreate, why);
 }
 
 // Restores a saved guest (checkpoint.hpp) as this node describes it, under
@@ -252,18 +258,10 @@ DomainPtr restore_domain(virConnectPtr c, DomainSpec spec, int image_fd, const s
     }
     spec.uuid = text.substr(a + 6, b - a - 6);
     std::string xml = domain_xml(spec);
-    DomainPtr dom(virDomainDefineXML(c, xml.c_str()));
-    if (!dom) {
-        why = libvirt_last_error();
-        return dom;
-    }
-    int fds[1] = {image_fd};
-    if (virDomainFDAssociate(dom.get(), kImageFdGroup, 1, fds, 0) == 0 &&
-        virDomainRestoreFlags(c, file.c_str(), xml.c_str(), VIR_DOMAIN_SAVE_RUNNING) == 0)
-        return dom;
-    why = libvirt_last_error();
-    virDomainUndefine(dom.get());
-    return DomainPtr();
+    return run_domain(
+        c, xml, image_fd,
+        [&](virDomainPtr) { return virDomainRestoreFlags(c, file.c_str(), xml.c_str(), VIR_DOMAIN_SAVE_RUNNING); },
+        why);
 }
 
 // This thread on one CPU (the lowest it may use) until release(): libvirt

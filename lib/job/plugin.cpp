@@ -174,9 +174,9 @@ std::string resumable_at_submit(const NodeConfig& cfg, const std::string& resume
         p.shares.push_back(d == "%h" ? "your home" : d == "%w" ? "the job's directory" : d);
     p.shares_via = cfg.shares_via;
     if (::access(cfg.emulator.c_str(), X_OK) == 0) p.emulator = cfg.emulator;
-    if (asks_gpus(proc)) p.hostdevs.resize(1);
-    const json_t* vfs = json_object_get(cfg.devices.get(), "vf_providers");
-    if (json_array_size(vfs) > 0) p.hostdevs.resize(1);
+    // GPUs asked for, or a VF every guest of the site gets.
+    if (asks_gpus(proc) || json_array_size(json_object_get(cfg.devices.get(), "vf_providers")) > 0)
+        p.hostdevs.resize(1);
     std::string why = not_resumable_because(cfg.checkpoint, p);
     if (why.empty())
         return "the job is resumable: if Slurm requeues it, its VMs are saved and go on where they stopped when it "

@@ -746,11 +746,8 @@ std::string overlay_bytes(const NodeConfig& cfg, const JobPlan& p) {
 // too slow, the checkpoint went (the job was cancelled and another of its
 // nodes removed it). The guest then starts afresh, and the user is told.
 bool restore_overlay(JobPlan& p, int timeout_s) {
-    RunOptions o;
-    o.timeout_ms = timeout_s * 1000;
     try {
-        run_checked(
-            {"cp", "--sparse=always", "--", checkpoint_file(p.checkpoint_dir, p.node_index, "qcow2"), p.overlay()}, o);
+        copy_sparse(checkpoint_file(p.checkpoint_dir, p.node_index, "qcow2"), p.overlay(), timeout_s * 1000);
         return true;
     } catch (const Error& e) {
         log::warn("the overlay was not copied back from the job's checkpoint: " + e.chain());

@@ -212,6 +212,18 @@ nodes_without_shares() {
     done
 }
 
+# wait_saved ID NODES TIMEOUT: until every node of requeued job ID (NODES
+# of them) has its entry in the job's checkpoint: the epilogs saved it whole.
+wait_saved() {
+    local d="$SVM_CLUSTER_DIR/checkpoints/job_$1" end=$(( $(date +%s) + $3 )) i
+    for ((i = 0; i < $2; i++)); do
+        until [[ -e "$d/node$i.json" ]]; do
+            (( $(date +%s) < end )) || fail "job $1 not saved whole after its requeue: $(ls -l "$d" 2>&1)"
+            sleep 1
+        done
+    done
+}
+
 # node_shares_9p NODE: NODE serves the guests' shares over 9p (node_setting).
 node_shares_9p() { node_setting "$1" shares_via '"9p"'; }
 

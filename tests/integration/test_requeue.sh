@@ -61,11 +61,7 @@ guest="$(sed -n 's/^count 1 on //p' "$out")"
 scontrol requeue "$id" || fail "scontrol requeue $id failed"
 log "requeued job $id on $first"
 # The epilog saved the guest into the job's checkpoint.
-end=$(( $(date +%s) + 180 ))
-until [[ -e "$ckpt/job_$id/node0.json" ]]; do
-    (( $(date +%s) < end )) || fail "no checkpoint of job $id after its requeue: $(ls -l "$ckpt/job_$id" 2>&1)"
-    sleep 1
-done
+wait_saved "$id" 1 180
 # The batch step set the output aside (Slurm truncates it when the job
 # starts again); the next run puts it back.
 [[ -s "$out.requeued" && ! -e "$out" ]] || fail "the job's output was not set aside at the requeue: $(ls "$wd")"

@@ -6,7 +6,6 @@
 # are the same on the new nodes' segment. Nothing is left after it.
 source "$(dirname "$0")/lib.sh"
 
-ckpt="$SVM_CLUSTER_DIR/checkpoints"
 nodes_without_shares
 wd="$(workdir)"
 guest_mpi_program "$wd" mpi_count
@@ -36,11 +35,7 @@ wait_output "$out" "^step 4 of 30" "the MPI program's steps" 900
 nodes="$(job_field "$id" NodeList)"
 scontrol requeue "$id" || fail "scontrol requeue $id failed"
 log "requeued job $id on $nodes"
-end=$(( $(date +%s) + 180 ))
-until [[ -e "$ckpt/job_$id/node0.json" && -e "$ckpt/job_$id/node1.json" ]]; do
-    (( $(date +%s) < end )) || fail "job $id not saved whole: $(ls "$ckpt/job_$id" 2>&1); $(tail -5 "$out")"
-    sleep 1
-done
+wait_saved "$id" 2 180
 wait_state "$id" PENDING 120
 # Off node1: one of its guests is restored on a node that ran the other,
 # once Slurm's requeue delay (AuthInfo=cred_expire) has passed.
