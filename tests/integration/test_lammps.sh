@@ -50,7 +50,7 @@ rows="$(($(wc -l <"$wd/thermo.mpirun") - 1))"
 (( rows >= 5 )) || fail "the thermo table has $rows rows: $(cat "$wd/thermo.mpirun")"
 head -n1 "$wd/thermo.mpirun" | grep -q "^Step Temp E_pair " || fail "no thermo header: $(cat "$wd/thermo.mpirun")"
 diff "$wd/thermo.mpirun" "$wd/thermo.srun" >"$wd/thermo.diff" ||
-    fail "srun's thermo output differs from mpirun's: $(cat "$wd/thermo.diff")"
+    fail "srun's thermo output differs from mpirun's: $(tr -s ' ' <"$wd/thermo.diff" | tr '\n' '|')"
 log "thermo, the same in both runs: $(tail -n1 "$wd/thermo.srun" | tr -s ' ')"
 wait_clean "$id" 120
 no_node_drained
