@@ -152,7 +152,9 @@ int run(const std::string& config) {
             std::optional<svm::JobPlan> p = plan_of(cfg, job);
             if (p && !checkpoint_if_requeued(cfg, *p)) save_if_asked(cfg, *p, job);
         }
-        auto failures = svm::teardown_job(cfg, job);
+        // 26.05's cgroup v2 names the job's directory by its SLUID.
+        const char* sluid = getenv("SLURM_JOB_SLUID");
+        auto failures = svm::teardown_job(cfg, {job, sluid && svm::is_sluid(sluid) ? sluid : ""});
         if (failures.empty()) {
             if (vm_job) svm::log::info("everything of the job on " + std::string(node) + " undone");
             return 0;

@@ -34,15 +34,22 @@ int64_t parse_bytes(const std::string& text, const std::string& file) {
     return errno == ERANGE ? INT64_MAX : v;
 }
 
-// End of the path's job_<digits> component, npos when there is none.
+bool is_stepd_scope(const std::string& name, const std::string& node);
+
+// End of the path's job component, npos when there is none: job_<digits>
+// (cgroup v1, and v2 up to 25.11 or with CgroupJobIdPaths=yes), or on v2
+// from 26.05 the job's SLUID right below slurmstepd's scope.
 size_t job_component_end(const std::string& path) {
-    size_t pos = 0;
-    while ((pos = path.find("/job_", pos)) != std::string::npos) {
+    std::string parent;
+    for (size_t pos = path.find('/'); pos != std::string::npos;) {
         size_t end = path.find('/', pos + 1);
         if (end == std::string::npos) end = path.size();
-        std::string id = path.substr(pos + 5, end - pos - 5);
-        if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos) return end;
-        pos += 5;
+        std::string name = path.substr(pos + 1, end - pos - 1);
+        bool numbered = name.size() > 4 && name.compare(0, 4, "job_") == 0 &&
+                        name.find_first_not_of("0123456789", 4) == std::string::npos;
+        if (numbered || (is_sluid(name) && is_stepd_scope(parent, ""))) return end;
+        parent = name;
+        pos = end < path.size() ? end : std::string::npos;
     }
     return std::string::npos;
 }
@@ -245,17 +252,22 @@ void end_guest_leaves(const std::string& dir) {
     }
 }
 
-int remove_job_v2(uint32_t job_id, const std::string& cgroup_root, const std::string& node, int& left) {
+// The job's directory in a scope: job_<id>, or (26.05+) its SLUID.
+int remove_job_v2(const SlurmJob& job, const std::string& cgroup_root, const std::string& node, int& left) {
     std::vector<std::string> scopes;
     find_stepd_scopes(cgroup_root, node, 0, scopes);
+    std::vector<std::string> names{"job_" + std::to_string(job.id)};
+    if (is_sluid(job.sluid)) names.push_back(job.sluid);
     int removed = 0;
     for (const auto& scope : scopes) {
-        std::string job = path_join(scope, "job_" + std::to_string(job_id));
-        if (!is_dir(job)) continue;
-        end_guest_leaves(job);
-        UniqueFd lock = lock_scope(scope);
-        removed += remove_empty_tree(job);
-        if (is_dir(job)) ++left;
+        for (const auto& name : names) {
+            std::string dir = path_join(scope, name);
+            if (!is_dir(dir)) continue;
+            end_guest_leaves(dir);
+            UniqueFd lock = lock_scope(scope);
+            removed += remove_empty_tree(dir);
+            if (is_dir(dir)) ++left;
+        }
     }
     return removed;
 }
@@ -285,6 +297,11 @@ std::optional<int64_t> memory_limit_v2(pid_t pid, const std::string& cgroup_root
 }
 
 }  // namespace
+
+bool is_sluid(const std::string& name) {
+    static const std::string kDigits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";  // Crockford's base 32
+    return name.size() == 14 && name[0] == 's' && name.find_first_not_of(kDigits, 1) == std::string::npos;
+}
 
 bool cgroup_unified(const std::string& cgroup_root) {
     return path_exists(path_join(cgroup_root, "cgroup.controllers"));
@@ -369,18 +386,18 @@ void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root, boo
     else join_v1(model, pid, cgroup_root, out_of_step_signals, proc_root);
 }
 
-int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root, const std::string& node,
+int remove_job_cgroups(const SlurmJob& job, const std::string& cgroup_root, const std::string& node,
                        std::chrono::milliseconds wait) {
     const Deadline deadline(wait);
     const bool unified = cgroup_unified(cgroup_root);
     int removed = 0;
     for (auto pause = Milliseconds(10);; pause = std::min(pause * 2, Milliseconds(200))) {
         int left = 0;
-        removed += unified ? remove_job_v2(job_id, cgroup_root, node, left) : remove_job_v1(job_id, cgroup_root, left);
+        removed += unified ? remove_job_v2(job, cgroup_root, node, left) : remove_job_v1(job.id, cgroup_root, left);
         if (left == 0) return removed;
         if (deadline.expired()) {
             if (wait.count() > 0)
-                log::warn("job " + std::to_string(job_id) + ": " + std::to_string(left) +
+                log::warn("job " + std::to_string(job.id) + ": " + std::to_string(left) +
                           " of its cgroups still hold processes after " + std::to_string(wait.count()) +
                           " ms; they stay");
             return removed;

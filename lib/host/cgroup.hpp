@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace svm {
@@ -54,12 +55,27 @@ std::string guest_cgroup_v2(const std::string& task_path);
 void join_cgroups_of(pid_t model, pid_t pid, const std::string& cgroup_root = kCgroupRoot,
                      bool out_of_step_signals = false, const std::string& proc_root = "/proc");
 
-// "/slurm_n1/uid_1/job_42/step_extern/task_0" -> "/slurm_n1/uid_1/job_42"
-// (unchanged when there is no job_ component).
+// Whether `name` has the shape of a SLUID, Slurm 26.05's unique job ID
+// ("s" and 13 digits of Crockford's base 32), which names the job's cgroup
+// on v2 (CgroupJobIdPaths=no, the default) and is given to the prolog and
+// epilog as SLURM_JOB_SLUID.
+bool is_sluid(const std::string& name);
+
+// A job as its cgroups are named: job_<id>, or its SLUID on v2 from 26.05
+// ("" before; anything not shaped as one is ignored).
+struct SlurmJob {
+    uint32_t id = 0;
+    std::string sluid;
+    SlurmJob(uint32_t job_id, std::string job_sluid = "") : id(job_id), sluid(std::move(job_sluid)) {}
+};
+
+// "/slurm_n1/uid_1/job_42/step_extern/task_0" -> "/slurm_n1/uid_1/job_42";
+// ".../slurmstepd.scope/sEKNKTV3WPV500/step_0" -> ".../slurmstepd.scope/sEKNKTV3WPV500"
+// (unchanged when there is no job component).
 std::string job_level_path(const std::string& path);
 
-// Removes the job's leftover empty cgroup directories (.../job_<id> and
-// below, deepest first); cgroups with processes stay (rmdir refuses).
+// Removes the job's leftover empty cgroup directories (.../job_<id>, on v2
+// also .../<sluid>, and below, deepest first); cgroups with processes stay (rmdir refuses).
 // Returns how many were removed; never throws. v1: in every hierarchy under
 // cgroup_root. v2: below slurmstepd's scope (system.slice/slurmstepd.scope,
 // or <node>_slurmstepd.scope where several slurmd share a host; any of them
@@ -69,7 +85,7 @@ std::string job_level_path(const std::string& path);
 // With a `wait`, a cgroup that stays is tried again (10 ms, doubling to
 // 200 ms) until none stays or `wait` is over, then logged: the guest, the
 // keeper and QEMU may still be exiting when the job's last record is undone.
-int remove_job_cgroups(uint32_t job_id, const std::string& cgroup_root = kCgroupRoot, const std::string& node = "",
+int remove_job_cgroups(const SlurmJob& job, const std::string& cgroup_root = kCgroupRoot, const std::string& node = "",
                        std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 // Directory of pid's cgroup for `controller` ("cpuset", "memory"): v1, in

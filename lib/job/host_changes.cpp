@@ -53,13 +53,14 @@ Json JobCgroupsChange::to_json() const { return json_of(*this); }
 JobCgroupsChange JobCgroupsChange::from_json(const json_t* d) {
     auto c = read_record<JobCgroupsChange>(d);
     if (c.root.empty() || c.root[0] != '/') SVM_THROW("job_cgroups record without an absolute root");
+    if (!c.sluid.empty() && !is_sluid(c.sluid)) SVM_THROW("job_cgroups record with a malformed sluid");
     return c;
 }
 // The last undo of a job: what the earlier undos ended (the guest, the
 // keeper, QEMU) may still be leaving these cgroups, so removal waits for
 // them a little.
 void JobCgroupsChange::undo(const UndoScope& s) const {
-    remove_job_cgroups(s.job_id, root, s.cfg.node_name, std::chrono::seconds(5));
+    remove_job_cgroups({s.job_id, sluid}, root, s.cfg.node_name, std::chrono::seconds(5));
 }
 
 Json DomainChange::to_json() const { return json_of(*this); }

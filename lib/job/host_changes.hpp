@@ -81,10 +81,12 @@ struct OverlayDirChange {
 // this node's slurmstepd scope on v2) are removed.
 struct JobCgroupsChange {
     static constexpr const char* kind = "job_cgroups";
-    std::string root;  // the cgroup file system, /sys/fs/cgroup
+    std::string root;   // the cgroup file system, /sys/fs/cgroup
+    std::string sluid;  // SLURM_JOB_SLUID, which names the job's cgroup on 26.05's v2 ("" before)
     template <class V, class T>
     static void fields(V& v, T& t) {
         v("root", t.root);
+        v.optional("sluid", t.sluid);
     }
     Json to_json() const;
     static JobCgroupsChange from_json(const json_t* d);

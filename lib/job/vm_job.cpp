@@ -285,6 +285,8 @@ JobRequest job_request_from_env(char** envp) {
     r.partition = env_get(envp, "SLURM_JOB_PARTITION");
     r.save = env_get(envp, "SPANK_SLURM_VM_SAVE");
     r.resume = env_get(envp, "SPANK_SLURM_VM_RESUME");
+    r.sluid = env_get(envp, "SLURM_JOB_SLUID");
+    if (!is_sluid(r.sluid)) r.sluid.clear();
     std::string gpus = env_get(envp, "SLURM_JOB_GPUS");
     size_t pos = 0;
     while (!gpus.empty() && pos <= gpus.size()) {
@@ -437,7 +439,7 @@ Ledger fresh_ledger(const NodeConfig& cfg, uint32_t job_id) {
     mkdir_p(cfg.ledger_dir(), 0700);
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
     if (ledger.entries().empty()) return ledger;
-    auto failures = teardown_job(cfg, job_id);
+    auto failures = teardown_job(cfg, job_id);  // its records name the earlier run's cgroups
     if (!failures.empty())
         SVM_THROW("leftovers of an earlier run of job " + std::to_string(job_id) +
                   " could not be removed: " + failures.front());
@@ -496,9 +498,9 @@ void plan_resume(Preparation& s) {
 // (seen with 24.11 on v1: the extern step's x11 shutdown, run in another
 // thread for every step, drops the whole stepd's privileges while the step
 // moves itself out of them, which then fails).
-PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string& why) {
+PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string& sluid, const std::string& why) {
     Ledger ledger = Ledger::load(cfg.ledger_path(p.job_id), p.job_id);
-    ledger.record(JobCgroupsChange{kCgroupRoot});
+    ledger.record(JobCgroupsChange{kCgroupRoot, sluid});
     ledger.record(JobDirChange{p.dir});
     make_job_dir(p.dir, p.uid);
     replace_file(path_join(p.dir, "state"), GuestState{GuestState::Phase::failed, why}.text() + "\n", 0644);
@@ -518,7 +520,7 @@ PrologResult refused(const NodeConfig& cfg, const JobPlan& p, const std::string&
 // and every other undo has given their exit time.
 void make_job_dir_for_user(Preparation& s) {
     JobPlan& p = s.p;
-    s.ledger.record(JobCgroupsChange{kCgroupRoot});
+    s.ledger.record(JobCgroupsChange{kCgroupRoot, s.req.sluid});
     s.ledger.record(JobDirChange{p.dir});
     remove_tree(p.dir);
     s.who = credentials_for(s.req.uid,
@@ -858,22 +860,23 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& request) {
     } catch (const UserError& e) {
         // The user's: the job fails with the sentence, the node stays up
         // (unless undoing fails: then the node is at fault after all).
-        auto failures = teardown_job(cfg, request.job_id);
+        auto failures = teardown_job(cfg, {request.job_id, request.sluid});
         if (!failures.empty()) {
             Error n(e.reason(), __FILE__, __LINE__, __func__);
             for (const auto& f : failures) SVM_CONTEXT(n, "and while undoing: " + f);
             throw n;
         }
-        return refused(cfg, s.p, e.reason());
+        return refused(cfg, s.p, request.sluid, e.reason());
     } catch (Error& e) {
         // Anything else is the node's: undo, and the prolog drains it.
-        auto failures = teardown_job(cfg, request.job_id);
+        auto failures = teardown_job(cfg, {request.job_id, request.sluid});
         for (const auto& f : failures) SVM_CONTEXT(e, "and while undoing: " + f);
         throw;
     }
 }
 
-std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
+std::vector<std::string> teardown_job(const NodeConfig& cfg, const SlurmJob& job) {
+    const uint32_t job_id = job.id;
     Ledger ledger = Ledger::load(cfg.ledger_path(job_id), job_id);
     std::vector<std::string> failures = undo_ledger(ledger, cfg);
     // A job directory no ledger holds goes the same way: one left by a
@@ -906,7 +909,7 @@ std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id) {
     // leave them stays in them until it exits, which slurmd may not wait for
     // (its socket is closed already): hence a short wait.
     if (failures.empty()) {
-        int removed = remove_job_cgroups(job_id, kCgroupRoot, cfg.node_name, std::chrono::seconds(2));
+        int removed = remove_job_cgroups(job, kCgroupRoot, cfg.node_name, std::chrono::seconds(2));
         if (removed > 0) log::info("removed " + std::to_string(removed) + " empty cgroups that Slurm left of the job");
     }
     return failures;

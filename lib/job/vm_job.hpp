@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cgroup.hpp"
 #include "config.hpp"
 #include "device_steps.hpp"
 #include "job_plan.hpp"
@@ -30,6 +31,7 @@ struct JobRequest {
     std::string save;                            // SPANK_SLURM_VM_SAVE: --vm-save (vm_save.hpp)
     std::string resume;                          // SPANK_SLURM_VM_RESUME: --vm-resume ("" = the site's)
     std::vector<int> gpus;                       // SLURM_JOB_GPUS: indices into the node's GPUs (gres.conf order)
+    std::string sluid;                           // SLURM_JOB_SLUID (26.05+; "" before or when not shaped as one)
 };
 
 // Reads a JobRequest from a prolog/epilog environment.
@@ -56,9 +58,10 @@ PrologResult prepare_job(const NodeConfig& cfg, const JobRequest& req);
 
 // Undoes everything the ledger of job_id holds on this node, removes the
 // job's directory and overlay directory if no ledger held them (a ledger lost
-// at a power loss), then the job's empty cgroups Slurm left (any job: a plain one has no ledger).
+// at a power loss), then the job's empty cgroups Slurm left (any job: a plain one has no ledger;
+// named by the job's SLUID too on 26.05's cgroup v2, when the caller has it).
 // Idempotent; fine with no ledger. Returns the failures (empty = clean).
-std::vector<std::string> teardown_job(const NodeConfig& cfg, uint32_t job_id);
+std::vector<std::string> teardown_job(const NodeConfig& cfg, const SlurmJob& job);
 
 // The registry cache entries (oci_image.hpp) the node's jobs boot from.
 std::set<std::string> oci_entries_in_use(const NodeConfig& cfg);

@@ -23,8 +23,8 @@
 //   cgroup-join --model PID [--then CMD]           the keeper's step 1: join_cgroups_of(PID,
 //            self, out of the step's signals), then print {"cgroup","cpus","memory_max"}
 //            as the keeper reads them and become CMD (sh -c), as QEMU inherits the cgroup
-//   cgroup-remove --job N [--node NAME]            remove_job_cgroups: {"removed"}
-//   cgroup-undo --job N [--node NAME]              the epilog's undo of the job_cgroups record: {"undone"}
+//   cgroup-remove --job N [--node NAME] [--sluid S]  remove_job_cgroups: {"removed"}
+//   cgroup-undo --job N [--node NAME] [--sluid S]    the epilog's undo of the job_cgroups record: {"undone"}
 //
 // Every sysfs write is logged on stderr ("write #n path <- value").
 #include <fcntl.h>
@@ -94,7 +94,7 @@ private:
 };
 
 struct Opts {
-    std::string cmd, config, ledger, device, ready, then, node;
+    std::string cmd, config, ledger, device, ready, then, node, sluid;
     pid_t model = 0;
     uint32_t job = 0;
     std::vector<std::string> gres;
@@ -122,6 +122,7 @@ Opts parse(int argc, char** argv) {
         if (a == "--config") o.config = val();
         else if (a == "--ledger") o.ledger = val();
         else if (a == "--job") o.job = static_cast<uint32_t>(std::stoul(val()));
+        else if (a == "--sluid") o.sluid = val();
         else if (a == "--gres") o.gres.push_back(val());
         else if (a == "--no-vf") o.want_vf = false;
         else if (a == "--fail-write") o.fail_write = std::stoi(val());
@@ -358,7 +359,7 @@ int cmd_cgroup_join(const Opts& o) {
 
 int cmd_cgroup_remove(const Opts& o) {
     Json j(json_object());
-    json_object_set_new(j.get(), "removed", json_integer(remove_job_cgroups(o.job, kCgroupRoot, o.node)));
+    json_object_set_new(j.get(), "removed", json_integer(remove_job_cgroups({o.job, o.sluid}, kCgroupRoot, o.node)));
     print_json(j.get());
     return 0;
 }
@@ -367,7 +368,7 @@ int cmd_cgroup_remove(const Opts& o) {
 int cmd_cgroup_undo(const Opts& o) {
     NodeConfig cfg;
     cfg.node_name = o.node;
-    undo_change(UndoScope{cfg, o.job}, {JobCgroupsChange::kind, JobCgroupsChange{kCgroupRoot}.to_json()});
+    undo_change(UndoScope{cfg, o.job}, {JobCgroupsChange::kind, JobCgroupsChange{kCgroupRoot, o.sluid}.to_json()});
     Json j(json_object());
     json_object_set_new(j.get(), "undone", json_string(JobCgroupsChange::kind));
     print_json(j.get());

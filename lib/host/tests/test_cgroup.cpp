@@ -230,6 +230,41 @@ TEST_CASE("remove_job_cgroups on v2 removes the job's empty directories in its n
     CHECK(svm::remove_job_cgroups(42, t.root, "n1") == 0);  // twice is harmless
 }
 
+// Slurm 26.05's cgroup/v2 names the job's directory by its SLUID
+// (CgroupJobIdPaths=no, the default), as seen in the lab: the adopted
+// extern task is task_special.
+TEST_CASE("a SLUID names the job's v2 cgroup from Slurm 26.05", "[cgroup]") {
+    CHECK(svm::is_sluid("s8A1M8JTMTWS00"));
+    CHECK_FALSE(svm::is_sluid("S8A1M8JTMTWS00"));
+    CHECK_FALSE(svm::is_sluid("s8A1M8JTMTWS0"));
+    CHECK_FALSE(svm::is_sluid("s8A1M8JTMTWS00I"));
+    CHECK_FALSE(svm::is_sluid("s8A1M8JTMTWSOO"));  // no O in Crockford's base 32
+    CHECK_FALSE(svm::is_sluid("../etc/passwd00"));
+    CHECK_FALSE(svm::is_sluid(""));
+    const std::string task = "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00/step_extern/user/task_special";
+    CHECK(svm::job_level_path(task) == "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00");
+    CHECK(svm::guest_cgroup_v2(task) == task + "/slurm_vm");
+    CHECK(svm::guest_cgroup_v2("/system.slice/slurmstepd.scope/s8A1M8JTMTWS00/step_extern/slurm") ==
+          "/system.slice/slurmstepd.scope/s8A1M8JTMTWS00/step_extern/user/slurm_vm");
+    // Shaped as one, but not below slurmstepd's scope: not a job.
+    CHECK(svm::job_level_path("/user.slice/s8A1M8JTMTWS00/step_0") == "/user.slice/s8A1M8JTMTWS00/step_0");
+    CHECK_THROWS_AS(svm::guest_cgroup_v2("/user.slice/s8A1M8JTMTWS00/step_0/user/task_0"), svm::Error);
+}
+
+TEST_CASE("remove_job_cgroups on v2 removes the directory named by the job's SLUID", "[cgroup]") {
+    FakeCgroups t;
+    svm::mkdir_p(t.root);
+    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    svm::mkdir_p(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00/step_extern/user/task_special/slurm_vm");
+    svm::mkdir_p(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS01/step_extern");
+    CHECK(svm::remove_job_cgroups(1, t.root, "n1") == 0);  // without its SLUID, the job's directory is not found
+    CHECK(svm::remove_job_cgroups({1, "s8A1M8JTMTWS00"}, t.root, "n1") == 5);
+    CHECK_FALSE(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00"));
+    CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS01/step_extern"));  // another job
+    CHECK(svm::remove_job_cgroups({1, "../s8A1M8JTMTWS01"}, t.root, "n1") == 0);  // not a SLUID: ignored
+    CHECK(svm::path_exists(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS01/step_extern"));
+}
+
 TEST_CASE("remove_job_cgroups on v2 finds slurmstepd's scope without a node prefix", "[cgroup]") {
     FakeCgroups t;
     svm::mkdir_p(t.root);

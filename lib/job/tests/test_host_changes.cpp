@@ -97,6 +97,29 @@ TEST_CASE("host changes: the job's cgroups, left by its guest, are removed after
           }).find("absolute root") != std::string::npos);
 }
 
+TEST_CASE("host changes: the job's cgroups record keeps its SLUID (26.05's v2 names them by it)", "[host_changes]") {
+    svm::test::TempDir tmp("svm-changes-sluid");
+    svm::NodeConfig cfg;
+    cfg.node_name = "n1";
+    std::string root = tmp.path();
+    svm::write_file_atomic(svm::path_join(root, "cgroup.controllers"), "cpuset cpu memory\n");
+    std::string job = svm::path_join(root, "system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00");
+    svm::mkdir_p(svm::path_join(job, "step_extern/user/task_special/slurm_vm"));
+    std::string path = svm::path_join(root, "job_77.json");
+    svm::Ledger::load(path, kJob).record(svm::JobCgroupsChange{root, "s8A1M8JTMTWS00"});
+    auto l = svm::Ledger::load(path, kJob);
+    REQUIRE(l.entries().size() == 1);
+    CHECK(svm::JobCgroupsChange::from_json(l.entries()[0].data.get()).sluid == "s8A1M8JTMTWS00");
+    CHECK(svm::undo_ledger(l, cfg).empty());
+    CHECK_FALSE(svm::path_exists(job));
+    // A record of an earlier release has none; a malformed one is refused.
+    CHECK(svm::JobCgroupsChange::from_json(svm::JobCgroupsChange{root}.to_json().get()).sluid.empty());
+    svm::UndoScope s{cfg, kJob};
+    CHECK(svm::test::error_of([&] {
+              svm::undo_change(s, entry("job_cgroups", R"({"root": "/sys/fs/cgroup", "sluid": "../job_1"})"));
+          }).find("malformed sluid") != std::string::npos);
+}
+
 TEST_CASE("host changes: records are read strictly, and a path outside a job is never removed", "[host_changes]") {
     svm::NodeConfig cfg;
     svm::UndoScope s{cfg, kJob};
