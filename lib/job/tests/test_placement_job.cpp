@@ -122,6 +122,16 @@ TEST_CASE("irq profiles follow the seed and unknown names are refused with the v
     CHECK(svm::job_request_from_env(env).irq_profile == "latency");
 }
 
+TEST_CASE("the prolog's request keeps the job's SLUID only when shaped as one", "[placement]") {
+    char* env[] = {const_cast<char*>("SLURM_JOB_ID=5"), const_cast<char*>("SLURM_JOB_UID=0"),
+                   const_cast<char*>("SLURM_JOB_SLUID=s4FDM8JVPTQ000"), nullptr};
+    CHECK(svm::job_request_from_env(env).sluid == "s4FDM8JVPTQ000");
+    env[2] = const_cast<char*>("SLURM_JOB_SLUID=../s4FDM8JVPTQ0");
+    CHECK(svm::job_request_from_env(env).sluid.empty());
+    env[2] = nullptr;  // Slurm before 26.05
+    CHECK(svm::job_request_from_env(env).sluid.empty());
+}
+
 TEST_CASE("configuration: hugepages and hugepage_size_kib and irq_profile", "[placement]") {
     auto c = svm::parse_config("{}", "n", "x");
     CHECK(c.hugepages == "auto");
