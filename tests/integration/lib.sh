@@ -28,14 +28,22 @@ as_user() { local u="$1"; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF"
 # workdir made, so that no test leaves its images behind.
 # An action's own status does not count; one that finds something wrong
 # calls fail_at_exit. SVM_KEEP_WORKDIRS=1 keeps the directories to look at.
+# Before them, the jobs vm_batch submitted are cancelled (a no-op for one
+# that ended) and their release files removed (held_vm_job).
 SVM_EXIT_ACTIONS=()
 SVM_EXIT_FAILED=0
 SVM_WORKDIR_LIST="$(mktemp /tmp/svm-workdirs.XXXXXX)"
+SVM_JOB_LIST="$(mktemp /tmp/svm-jobs.XXXXXX)"
 on_exit() { SVM_EXIT_ACTIONS=("$1" "${SVM_EXIT_ACTIONS[@]}"); }
 fail_at_exit() { log "FAIL: $*"; SVM_EXIT_FAILED=1; }
 run_exit_actions() {
-    local rc=$? action d
+    local rc=$? action d j
     set +e
+    while read -r j; do
+        scancel "$j" 2>/dev/null
+        rm -f -- "/home/$SVM_USER/svm-release.$j"
+    done <"$SVM_JOB_LIST"
+    rm -f -- "$SVM_JOB_LIST"
     for action in "${SVM_EXIT_ACTIONS[@]}"; do eval "$action"; done
     (( rc == 0 && SVM_EXIT_FAILED )) && rc=1
     while read -r d; do
@@ -60,6 +68,57 @@ vm_opts() {
     echo "--vm-image=$VM_TEST_IMAGE --vm-kernel=$VM_TEST_KERNEL --vm-initrd=$VM_TEST_INITRD"
 }
 
+# vm_batch DIR [SBATCH_OPTION...]: the test user's batch job of DIR/job.sh,
+# submitted from DIR (made the user's) as a VM job of the test image (or of
+# the image an --vm-image= option names) with the test kernel and initrd;
+# prints the job's id. The job is cancelled when the test exits.
+vm_batch() {
+    local dir="$1" o id image="--vm-image=$VM_TEST_IMAGE"
+    shift
+    for o in "$@"; do [[ "$o" != --vm-image=* ]] || image=""; done
+    chmod 755 "$dir/job.sh"
+    chown -R "$SVM_USER:" "$dir"
+    id="$(cd "$dir" && as_user "$SVM_USER" sbatch --parsable "$@" ${image:+"$image"} \
+        --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)" || fail "sbatch $* refused the job in $dir"
+    echo "$id" >>"$SVM_JOB_LIST"
+    log "submitted job $id"
+    echo "$id"
+}
+
+# held_vm_job DIR WHAT [SBATCH_OPTION...]: DIR/job.sh, then a line "probe
+# ready" and a wait (up to 300 s) for release_job, submitted as vm_batch
+# does; returns once the output says "probe ready" (WHAT: what the test
+# waits for, for a failure's sentence); prints the job's id.
+held_vm_job() {
+    local dir="$1" what="$2" id
+    shift 2
+    cat >>"$dir/job.sh" <<'SCRIPT'
+echo "probe ready"
+i=0; while [ ! -e "$HOME/svm-release.$SLURM_JOB_ID" ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
+SCRIPT
+    id="$(vm_batch "$dir" "$@")" || exit 1  # (errexit is off in a command substitution)
+    wait_output "$dir/slurm-$id.out" "^probe ready" "$what" 600
+    echo "$id"
+}
+
+# release_job ID: the held_vm_job ID goes on past its wait.
+release_job() { touch "/home/$SVM_USER/svm-release.$1"; }
+
+# sbatch_refused DIR WHAT PATTERN SBATCH_ARG...: the test user's sbatch of
+# SBATCH_ARGs, from DIR, is refused with PATTERN (grep) in what it says (WHAT:
+# the case, for the log and a failure's sentence).
+sbatch_refused() {
+    local dir="$1" what="$2" pattern="$3" rc=0 out
+    shift 3
+    out="$(cd "$dir" && as_user "$SVM_USER" sbatch --parsable "$@" 2>&1)" || rc=$?
+    if (( rc == 0 )); then
+        echo "$out" >>"$SVM_JOB_LIST"
+        fail "$what: sbatch accepted it (job $out)"
+    fi
+    grep -q -- "$pattern" <<<"$out" || fail "$what: the refusal does not say '$pattern': $out"
+    log "$what: $(grep -m1 slurm-vm <<<"$out")"
+}
+
 # guest_mpi_program DIR [NAME]: puts the MPI program NAME (default allreduce:
 # tests/fixtures/allreduce.c) in DIR, built for the guest image's MPI (Open MPI 4.1, the image is Debian
 # 12's), as a user builds theirs for their image: with this host's mpicc on
@@ -75,6 +134,35 @@ guest_mpi_program() {
     command -v mpicc >/dev/null || fail "mpicc is missing (tests/cluster/up installs libopenmpi-dev)"
     cp "$(dirname "${BASH_SOURCE[0]}")/../fixtures/$name.c" "$1/$name.c" && chown "$SVM_USER:" "$1/$name.c"
     runuser -u "$SVM_USER" -- mpicc -O2 -o "$1/$name" "$1/$name.c" || fail "mpicc failed"
+}
+
+# keep_cluster_config: the cluster's node configuration as it is now comes
+# back when the test exits, whatever the test made of it.
+keep_cluster_config() {
+    local cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json" kept
+    kept="$cfg.kept-by-$(basename "$0" .sh)"
+    cp -p "$cfg" "$kept"
+    on_exit "mv -f '$kept' '$cfg'"
+}
+
+# need_registry: the cluster's registry, and skopeo to push images to it.
+need_registry() {
+    [[ -n "${SVM_REGISTRY:-}" ]] || fail "the cluster env has no SVM_REGISTRY (tests/cluster/up started no registry)"
+    command -v skopeo >/dev/null || fail "skopeo is not installed"
+}
+
+# oci_settings JSON: the cluster's "oci" settings (keep_cluster_config
+# first) become the object JSON, with the cluster's registry as an insecure
+# one (plain HTTP).
+oci_settings() {
+    local cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
+    python3 - "$cfg" "$SVM_REGISTRY" "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["oci"] = dict(json.loads(sys.argv[3]), insecure_registries=[sys.argv[2]])
+json.dump(c, open(sys.argv[1] + ".new", "w"), indent=1)
+PY
+    mv -f "$cfg.new" "$cfg"
 }
 
 # cluster_setting KEY DEFAULT: a top-level key of the cluster's node configuration.
@@ -129,6 +217,14 @@ job_report() {
             grep -vE "grep|slurmctld|slurmd |slurmdbd|mariadbd|docker-registry" | cut -c1-240
         echo "----- end of job $id's report"
     } >&2 || true
+}
+
+# wait_ended ID STATE TIMEOUT OUTPUT: until job ID ends (wait_job); fails,
+# with the job's OUTPUT file, unless it ended STATE.
+wait_ended() {
+    local st
+    st="$(wait_job "$1" "$3")"
+    [[ "$st" == "$2" ]] || fail "job $1 ended $st, not $2: $(cat "$4" 2>&1)"
 }
 
 # wait_state ID STATE TIMEOUT
@@ -244,6 +340,15 @@ wait_drained() {
         sleep 1
     done
     sinfo -h -n "$1" -o '%E'
+}
+
+# wait_idle NODE TIMEOUT WHEN: until NODE is idle again (WHEN: after what).
+wait_idle() {
+    local end=$(( $(date +%s) + $2 ))
+    until [[ "$(sinfo -h -n "$1" -o '%t')" == idle ]]; do
+        (( $(date +%s) < end )) || fail "$1 is $(sinfo -h -n "$1" -o '%t') ($(sinfo -h -n "$1" -o '%E')) $3"
+        sleep 1
+    done
 }
 
 no_node_drained() {

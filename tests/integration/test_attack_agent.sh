@@ -25,17 +25,9 @@ while [ -z "$ml" ] && [ $i -lt 60 ]; do  # the guest's sshd starts after the scr
     ml="$(ssh -o BatchMode=yes "$(hostname)" 'ulimit -l' 2>/dev/null)"; i=$((i+1)); [ -n "$ml" ] || sleep 1
 done
 echo "ssh memlock: $ml"
-echo "probe ready"
-i=0; while [ ! -e "$HOME/svm-agent-over.$SLURM_JOB_ID" ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
 SCRIPT
-chmod 755 "$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$VM_TEST_IMAGE" \
-    --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
-on_exit 'scancel "$id" 2>/dev/null || true; rm -f "/home/$SVM_USER/svm-agent-over.$id"'
-log "job $id"
+id="$(held_vm_job "$wd" "the batch script" -N1 -w node1 -t 8)"
 out="$wd/slurm-$id.out"
-wait_output "$out" "^probe ready" "the batch script" 600
 grep -q "^script started, guest set up: yes$" "$out" || fail "the script ran before the guest was set up: $(cat "$out")"
 jlog="$(cluster_setting log_dir /var/log/slurm-vm)/node1/job_$id.log"
 grep -q "the guest's agent takes the job's first command in" "$jlog" || fail "the guest never offered its agent: $jlog"
@@ -86,9 +78,8 @@ banner="$(as_user "$SVM_USER" timeout 20 socat -t 15 -T 15 - UNIX-CONNECT:"$dir/
 [[ "$(grep -c "the job's first command takes the guest agent's serial channels" "$jlog")" == 1 ]] ||
     fail "the agent's channels were handed out more than once: $jlog"
 
-touch "/home/$SVM_USER/svm-agent-over.$id"
-st="$(wait_job "$id" 300)"
-[[ "$st" == COMPLETED ]] || fail "job $id ended $st: $(cat "$out")"
+release_job "$id"
+wait_ended "$id" COMPLETED 300 "$out"
 wait_clean "$id" 120
 no_node_drained
 pass "the batch script went through the guest's agent, once, with a login's limits; no other user reached the job's sockets, and the job's user not the channels'; nothing left"

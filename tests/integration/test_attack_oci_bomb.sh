@@ -9,28 +9,18 @@
 # (its per-image lock held) must not hold a prolog past oci.timeout_s: the
 # job fails with "resubmit", the node stays up.
 source "$(dirname "$0")/lib.sh"
-: "${SVM_REGISTRY:?the cluster env has no SVM_REGISTRY (tests/cluster/up started no registry)}"
-command -v skopeo >/dev/null || fail "skopeo is not installed"
+need_registry
 
-cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
 tmp="$(mktemp -d /var/tmp/svm-oci-bomb.XXXXXX)"
-cp -p "$cfg" "$cfg.oci-bomb"
+keep_cluster_config
 holder=""
 cleanup() {
     [[ -n "$holder" ]] && kill "$holder" 2>/dev/null
-    mv -f "$cfg.oci-bomb" "$cfg"
     rm -rf "$tmp"
 }
 on_exit cleanup
 set_oci() { # timeout_s
-    python3 - "$cfg.oci-bomb" "$cfg.new" "$SVM_REGISTRY" "$1" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["oci"] = {"insecure_registries": [sys.argv[3]], "cache_max_gib": 20, "max_layer_gib": 1,
-            "max_layer_entries": 200, "timeout_s": int(sys.argv[4])}
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
-    mv -f "$cfg.new" "$cfg"
+    oci_settings '{"cache_max_gib": 20, "max_layer_gib": 1, "max_layer_entries": 200, "timeout_s": '"$1"'}'
 }
 set_oci 240
 

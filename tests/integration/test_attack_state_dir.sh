@@ -21,15 +21,8 @@ cat >"$wd/job.sh" <<SCRIPT
 # Root in the guest floods the serial console (${flood_kib} KiB).
 /usr/local/bin/rootsh -c 'head -c $((flood_kib * 1024)) /dev/zero | tr "\\\\000" "x" >/dev/ttyS0; echo >/dev/ttyS0'
 echo flooded
-i=0; while [ ! -e \$HOME/svm-state-over.\$SLURM_JOB_ID ] && [ \$i -lt 300 ]; do sleep 1; i=\$((i+1)); done
 SCRIPT
-chmod 755 "$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$img" \
-    --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
-on_exit 'scancel "$id" 2>/dev/null || true'
-log "job $id"
-wait_output "$wd/slurm-$id.out" "^flooded" "the console flood" 600
+id="$(held_vm_job "$wd" "the console flood" -N1 -w node1 -t 8 --vm-image="$img")"
 dir="$SVM_STATE_ROOT/node1/job_$id"
 ovl="/var/lib/slurm-vm/node1/overlays/job_$id/overlay.qcow2"
 [[ -f "$ovl" ]] || fail "job $id has no overlay at $ovl"
@@ -105,10 +98,8 @@ size=$(stat -c %s "$dir/console.log")
 grep -q "slurm-vm: console cut at" "$dir/console.log" || fail "the console flood was not cut ($size bytes)"
 log "console after a ${flood_kib} KiB flood: $size bytes"
 
-touch "/home/$SVM_USER/svm-state-over.$id"
-st="$(wait_job "$id" 300)"
-[[ "$st" == COMPLETED ]] || fail "job $id ended $st"
-rm -f "/home/$SVM_USER/svm-state-over.$id"
+release_job "$id"
+wait_ended "$id" COMPLETED 300 "$wd/slurm-$id.out"
 wait_clean "$id" 120
 no_node_drained
 pass "root's job directory, libvirt's tree, QEMU's files and /proc stayed out of the users' reach; the console flood was capped"

@@ -21,17 +21,9 @@ $R -c 'echo root >by-root.txt' 2>/dev/null && echo "ROOT-CREATED" || echo "root 
 $R -c 'chown 0:0 by-user.txt' 2>/dev/null && echo "ROOT-CHOWNED" || echo "chown refused"
 cp /bin/sh sh-copy && $R -c 'chmod 4755 sh-copy' 2>/dev/null && echo "SETUID-MADE" || echo "setuid refused"
 chmod 4755 sh-copy 2>/dev/null && echo "USER-SETUID-MADE" || echo "user setuid refused"
-echo "probe ready"
-i=0; while [ ! -e "$HOME/svm-vfs-over.$SLURM_JOB_ID" ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
 SCRIPT
-chmod 755 "$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 8 --vm-image="$img" \
-    --vm-kernel="$VM_TEST_KERNEL" --vm-initrd="$VM_TEST_INITRD" job.sh)"
-on_exit 'scancel "$id" 2>/dev/null || true; rm -f "/home/$SVM_USER/svm-vfs-over.$id"'
-log "job $id"
+id="$(held_vm_job "$wd" "the guest's attempts" -N1 -w node1 -t 8 --vm-image="$img")"
 out="$wd/slurm-$id.out"
-wait_output "$out" "^probe ready" "the guest's attempts" 600
 grep -q "^via virtiofs$" "$out" || fail "the submit directory is not a virtiofs mount in the guest: $(cat "$out")"
 for bad in ROOT-CREATED ROOT-CHOWNED SETUID-MADE USER-SETUID-MADE; do
     grep -q "^$bad$" "$out" && fail "through the share, the guest: $bad ($(cat "$out"))"
@@ -54,9 +46,8 @@ u "socat -u OPEN:/dev/null UNIX-CONNECT:$sock" && fail "$SVM_USER connected to t
 o "socat -u OPEN:/dev/null UNIX-CONNECT:$sock" && fail "$SVM_USER2 connected to the share's socket"
 o "cat /proc/$v/environ" && fail "$SVM_USER2 read virtiofsd's environment"
 
-touch "/home/$SVM_USER/svm-vfs-over.$id"
-st="$(wait_job "$id" 300)"
-[[ "$st" == COMPLETED ]] || fail "job $id ended $st: $(cat "$out")"
+release_job "$id"
+wait_ended "$id" COMPLETED 300 "$out"
 wait_clean "$id" 120
 no_node_drained
 pass "root in the guest could not create, give away or make set-user-ID files over virtio-fs; the users could not inspect virtiofsd or reach its socket; nothing left"

@@ -9,16 +9,12 @@ source "$(dirname "$0")/lib.sh"
 
 wd="$(workdir)"
 printf '#!/bin/bash\necho started\nsleep 600\n' >"$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 --mem=1500 $(vm_opts) job.sh)"
-log "submitted job $id"
+id="$(vm_batch "$wd" -N1 -w node1 --mem=1500)"
 wait_output "$wd/slurm-$id.out" started "job $id in its guest" 600
 qpid="$(pgrep -f "guest=slurm-vm-$id-node1" | head -n1)"
 kill -9 "$qpid"
 log "killed QEMU $qpid of job $id"
-state="$(wait_job "$id" 120)"
-[[ "$state" == FAILED ]] || fail "job $id is $state after its QEMU was killed"
+wait_ended "$id" FAILED 120 "$wd/slurm-$id.out"
 grep -q "slurm-vm: job $id: the guest on node1 shut down or crashed" "$wd/slurm-$id.out" \
     || fail "the job's output does not explain what happened: $(cat "$wd/slurm-$id.out")"
 grep -q "slurm-vm: job $id: the last lines of the guest's console on node1:" "$wd/slurm-$id.out" \

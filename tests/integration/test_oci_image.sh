@@ -7,24 +7,13 @@
 # is the manifest's; a reference the registry lacks is refused by sbatch;
 # sweep prunes the cache to its bound.
 source "$(dirname "$0")/lib.sh"
-: "${SVM_REGISTRY:?the cluster env has no SVM_REGISTRY (tests/cluster/up started no registry)}"
-command -v skopeo >/dev/null || fail "skopeo is not installed"
+need_registry
 
 cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
 tmp="$(mktemp -d /var/tmp/svm-oci.XXXXXX)"
-cp -p "$cfg" "$cfg.oci-test"
-cleanup() { mv -f "$cfg.oci-test" "$cfg"; rm -rf "$tmp"; }
-on_exit cleanup
-set_oci() { # cache_max_gib
-    python3 - "$cfg.oci-test" "$cfg.new" "$SVM_REGISTRY" "$1" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["oci"] = {"insecure_registries": [sys.argv[3]], "cache_max_gib": int(sys.argv[4])}
-json.dump(c, open(sys.argv[2], "w"), indent=1)
-PY
-    mv -f "$cfg.new" "$cfg"
-}
-set_oci 20
+on_exit 'rm -rf "$tmp"'
+keep_cluster_config
+oci_settings '{"cache_max_gib": 20}'
 
 # The containerDisk: one layer holding disk/disk.qcow2 (owned 107:107, as
 # KubeVirt's images have it), in an OCI layout, pushed with skopeo.
@@ -96,7 +85,7 @@ pass "jobs $j1, $j3 (node1, one pull) and $j2 (node2, oci://) booted docker://$r
 
 # Sweep prunes the cache to its bound (0: only what jobs use).
 for j in "$j1" "$j2" "$j3"; do wait_clean "$j" 120; done
-set_oci 0
+oci_settings '{"cache_max_gib": 0}'
 out="$("$SVM_BUILD_DIR/admin/slurm-vm" sweep --config "$cfg" --node node1 2>&1)" || fail "sweep failed: $out"
 grep -q "registry cache: removed $entry" <<<"$out" || fail "sweep did not prune node1's cache: $out"
 [[ ! -e "$entry" ]] || fail "$entry is still there after sweep"

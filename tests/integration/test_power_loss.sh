@@ -57,10 +57,6 @@ log "sweep: $(tr '\n' ' ' <"$wd/sweep2.out")"
 wait_clean "$id" 60
 acl="$(getfacl -n /dev/kvm 2>/dev/null || true)"
 grep -q "^group:$((0x70000000 + id)):" <<<"$acl" && fail "job $id's ACL entry is left on /dev/kvm"
-end=$(( $(date +%s) + 60 ))
-until [[ "$(sinfo -h -n node1 -o '%t')" == idle ]]; do
-    (( $(date +%s) < end )) || fail "node1 is $(sinfo -h -n node1 -o '%t') ($(sinfo -h -n node1 -o '%E')) after the power loss"
-    sleep 1
-done
+wait_idle node1 60 "after the power loss"
 no_node_drained
 pass "power loss of node1 during job $id: its overlay on disk found by name and removed, nothing of the job left, node1 idle"

@@ -15,13 +15,7 @@ printf 'just some text, not a disk\n' >"$wd/notes.txt"
 chown "$SVM_USER:" "$wd/notes.txt" "$wd/adir"
 before="$(squeue -h -o %i | wc -l)"
 
-expect_refusal() {
-    local image="$1" pattern="$2" out rc=0
-    out="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 --vm-image="$image" job.sh 2>&1)" || rc=$?
-    [[ $rc -ne 0 ]] || fail "sbatch accepted $image (job $out)"
-    grep -q -- "$pattern" <<<"$out" || fail "refusal of $image does not say '$pattern': $out"
-    log "refused $image: $(grep -m1 slurm-vm <<<"$out")"
-}
+expect_refusal() { sbatch_refused "$wd" "the image $1" "$2" -N1 --vm-image="$1" job.sh; }
 expect_refusal "$secret" "not readable by"
 expect_refusal "$wd/adir" "directory"
 expect_refusal "$wd/notes.txt" "not a disk image"

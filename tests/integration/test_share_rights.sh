@@ -27,13 +27,9 @@ touch "$rootdir/x" 2>/dev/null && echo "WROTE-ROOTDIR" || echo "rootdir refused"
 cat mine.txt
 echo "written in the guest" >from-guest.txt
 SCRIPT
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -t 5 $(vm_opts) job.sh)"
-log "submitted job $id"
-st="$(wait_job "$id" 600)"
-out="$(cat "$wd/slurm-$id.out" 2>/dev/null)"
-[[ "$st" == COMPLETED ]] || fail "job $id ended $st: $out"
+id="$(vm_batch "$wd" -N1 -t 5)"
+wait_ended "$id" COMPLETED 600 "$wd/slurm-$id.out"
+out="$(cat "$wd/slurm-$id.out")"
 grep -q "^whoami $SVM_USER in node[1-3]-vm$" <<<"$out" || fail "the script did not run as $SVM_USER in a guest: $out"
 grep -q "READ-SECRET\|not for" <<<"$out" && fail "the guest read $secret (another user's 0600 file): $out"
 grep -q "^secret refused$" <<<"$out" || fail "reading $secret did not fail cleanly: $out"

@@ -8,9 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 
 cfg="$SVM_CLUSTER_DIR/etc/slurm-vm.json"
-cp -p "$cfg" "$cfg.catalogue-test"
+keep_cluster_config
 cleanup() {
-    mv -f "$cfg.catalogue-test" "$cfg"
     scontrol delete PartitionName=vmonly 2>/dev/null || true
     scontrol delete PartitionName=vmdef 2>/dev/null || true
 }
@@ -50,20 +49,15 @@ chown -R "$SVM_USER:" "$wd"
 before="$(squeue -h -o %i | wc -l)"
 
 # Refused at submit, one sentence each.
-refused() { # what pattern sbatch-args...
-    local what="$1" pattern="$2" rc=0 out; shift 2
-    out="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 "$@" 2>&1)" || rc=$?
-    [[ $rc -ne 0 ]] || fail "$what: sbatch accepted it (job $out)"
-    grep -q -- "$pattern" <<<"$out" || fail "$what: the refusal does not say '$pattern': $out"
-    log "$what: $(grep -m1 slurm-vm <<<"$out")"
-}
-refused "--vm-image=none in vmonly" "slurm-vm: partition vmonly runs every job in a virtual machine, so --vm-image=none is refused there" \
-    -p vmonly --vm-image=none job.sh
+sbatch_refused "$wd" "--vm-image=none in vmonly" \
+    "slurm-vm: partition vmonly runs every job in a virtual machine, so --vm-image=none is refused there" \
+    -N1 -p vmonly --vm-image=none job.sh
 out="$(cd "$wd" && as_user "$SVM_USER" env SBATCH_PARTITION=vmonly sbatch --parsable -N1 --vm-image=none job.sh 2>&1)" &&
     fail "--vm-image=none with SBATCH_PARTITION=vmonly accepted (job $out)"
 grep -q "partition vmonly runs every job" <<<"$out" || fail "SBATCH_PARTITION=vmonly: $out"
-refused "an unknown catalogue name" "slurm-vm: --vm-image=rocky42 is not an image of this site's catalogue (\`slurm-vm images\` lists them" \
-    --vm-image=rocky42 job.sh
+sbatch_refused "$wd" "an unknown catalogue name" \
+    "slurm-vm: --vm-image=rocky42 is not an image of this site's catalogue (\`slurm-vm images\` lists them" \
+    -N1 --vm-image=rocky42 job.sh
 [[ "$(squeue -h -o %i | wc -l)" == "$before" ]] || fail "a refused submission created a job"
 no_node_drained
 pass "refused at submit: --vm-image=none where a VM is required, an unknown image name"

@@ -8,10 +8,7 @@ wd="$(workdir)"
 # The script waits, in the guest, for a file the test creates on the host
 # (the submit directory is shared into the guest).
 printf '#!/bin/bash\necho started\nwhile [ ! -e go ]; do sleep 1; done\necho finished\n' >"$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 -w node1 -t 10 $(vm_opts) job.sh)"
-log "submitted job $id"
+id="$(vm_batch "$wd" -N1 -w node1 -t 10)"
 wait_output "$wd/slurm-$id.out" started "job $id in its guest" 600
 
 pidf="$SVM_CLUSTER_DIR/run/slurmd-node1.pid"
@@ -24,11 +21,7 @@ pgrep -f "guest=slurm-vm-$id-node1" >/dev/null || fail "the guest of job $id die
 
 touch "$wd/go"
 chown "$SVM_USER:" "$wd/go"
-end=$(( $(date +%s) + 120 ))
-until grep -q finished "$wd/slurm-$id.out" 2>/dev/null; do
-    (( $(date +%s) < end )) || fail "job $id's script did not finish while slurmd was down: $(cat "$wd/slurm-$id.out")"
-    sleep 1
-done
+wait_output "$wd/slurm-$id.out" finished "job $id's script, while slurmd was down," 120
 log "the job's script finished while slurmd was down"
 sleep 2
 
@@ -37,13 +30,8 @@ sleep 2
     fail "slurmd node1 did not start again (log: $SVM_CLUSTER_DIR/log/slurmd-node1.log)"
 log "slurmd node1 started again"
 
-state="$(wait_job "$id" 180)"
-[[ "$state" == COMPLETED ]] || fail "job $id ended $state after slurmd's restart: $(cat "$wd/slurm-$id.out")"
+wait_ended "$id" COMPLETED 180 "$wd/slurm-$id.out"
 wait_clean "$id" 120
-end=$(( $(date +%s) + 60 ))
-until [[ "$(sinfo -h -n node1 -o '%t')" == idle ]]; do
-    (( $(date +%s) < end )) || fail "node1 is $(sinfo -h -n node1 -o '%t') ($(sinfo -h -n node1 -o '%E')) after slurmd's restart"
-    sleep 1
-done
+wait_idle node1 60 "after slurmd's restart"
 no_node_drained
 pass "slurmd restarted during job $id: job COMPLETED, guest and state removed by the epilog, node1 idle"

@@ -14,13 +14,9 @@ echo "srun exit ${PIPESTATUS[0]}"
 srun -N1 -n1 bash -c 'echo to-stderr >&2; exit 5' 2>"stderr.txt"
 echo "exit5 -> $?"
 SCRIPT
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -n4 -w node1,node2 -t 10 $(vm_opts) job.sh)"
-log "submitted job $id"
-st="$(wait_job "$id" 600)"
-out="$(cat "$wd/slurm-$id.out" 2>/dev/null)"
-[[ "$st" == COMPLETED ]] || fail "job $id ended $st: $out"
+id="$(vm_batch "$wd" -N2 -n4 -w node1,node2 -t 10)"
+wait_ended "$id" COMPLETED 600 "$wd/slurm-$id.out"
+out="$(cat "$wd/slurm-$id.out")"
 grep -q "^batch in node1-vm$" <<<"$out" || fail "the batch script did not run in node1's guest: $out"
 want="rank 0 local 0 node 0 on node1-vm
 rank 1 local 1 node 0 on node1-vm

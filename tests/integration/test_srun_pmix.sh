@@ -32,15 +32,10 @@ echo "pmix srun exit $?"
 srun --mpi=pmi2 -N1 -n1 true
 echo "pmi2 srun exit $?"
 JOB
-chmod 755 "$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500 $(vm_opts) job.sh)"
-log "submitted job $id"
-state="$(wait_job "$id" 900)"
+id="$(vm_batch "$wd" -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500)"
 out="$wd/slurm-$id.out"
+wait_ended "$id" COMPLETED 900 "$out"
 log "output: $(tr '\n' '|' <"$out")"
-[[ "$state" == COMPLETED ]] || fail "job $id ended $state: $(cat "$out")"
 grep -q "^pmix srun exit 0$" "$out" || fail "srun --mpi=pmix did not exit 0"
 check_ranks "$out" "srun --mpi=pmix in the batch script" 1
 [[ "$(cat "$wd/result.txt")" == "4 $want" ]] || fail "result.txt is '$(cat "$wd/result.txt")'"
@@ -56,13 +51,9 @@ conf="$(dirname "$SLURM_CONF")/slurm.mpi-default.conf"
 sed 's/^MpiDefault=.*/MpiDefault=pmix/' "$SLURM_CONF" >"$conf" && chmod 644 "$conf"
 on_exit "rm -f $conf"
 grep -q '^MpiDefault=pmix$' "$conf" || fail "no MpiDefault line in $SLURM_CONF"
-printf '#!/bin/bash\nsleep 900\n' >"$wd/wait.sh"
-chmod 755 "$wd/wait.sh"
-chown "$SVM_USER:" "$wd/wait.sh"
+printf '#!/bin/bash\nsleep 900\n' >"$wd/job.sh"
 rm -f "$wd/result.txt"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500 $(vm_opts) wait.sh)"
-on_exit "scancel $id"
+id="$(vm_batch "$wd" -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500)"
 wait_state "$id" RUNNING 300
 rc=0
 o="$(cd "$wd" && as_user "$SVM_USER" env SLURM_CONF="$conf" srun --jobid="$id" --overlap -N2 -n4 ./allreduce 2>&1)" || rc=$?

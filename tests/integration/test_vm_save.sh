@@ -24,19 +24,14 @@ image_stat() { stat -c '%s %Y %Z %i' "$VM_TEST_IMAGE"; }
 image_before="$(image_stat)"
 
 # Refused at submit.
-refused() { # what pattern args...
-    local what="$1" pattern="$2" rc=0 out; shift 2
-    out="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N1 "$@" write.sh 2>&1)" || rc=$?
-    [[ $rc -ne 0 ]] || fail "$what: sbatch accepted it (job $out)"
-    grep -q -- "$pattern" <<<"$out" || fail "$what: the refusal does not say '$pattern': $out"
-    log "$what: $(grep -m1 slurm-vm <<<"$out")"
-}
 # shellcheck disable=SC2046
-refused "a directory the user cannot write" "slurm-vm: --vm-save=/root/next.qcow2: you cannot create files in /root" \
-    $(vm_opts) --vm-save=/root/next.qcow2
+sbatch_refused "$wd" "a directory the user cannot write" \
+    "slurm-vm: --vm-save=/root/next.qcow2: you cannot create files in /root" \
+    -N1 $(vm_opts) --vm-save=/root/next.qcow2 write.sh
 # shellcheck disable=SC2046
-refused "a missing directory" "the directory $wd/nope does not exist" $(vm_opts) --vm-save="$wd/nope/x.qcow2"
-refused "no --vm-image" "need --vm-image" --vm-save="$wd/images/x.qcow2"
+sbatch_refused "$wd" "a missing directory" "the directory $wd/nope does not exist" \
+    -N1 $(vm_opts) --vm-save="$wd/nope/x.qcow2" write.sh
+sbatch_refused "$wd" "no --vm-image" "need --vm-image" -N1 --vm-save="$wd/images/x.qcow2" write.sh
 no_node_drained
 pass "unwritable or missing --vm-save paths and --vm-save without a VM are refused at submit"
 

@@ -78,22 +78,24 @@ std::optional<RunResult> run_schema_script(const std::string& schema_path, const
     return run(argv, env);
 }
 
-std::string error_of(const std::function<void()>& fn) {
+namespace {
+// The part of the Error fn throws that part takes ("" when it throws none).
+std::string thrown(const std::function<void()>& fn, std::string (*part)(const Error&)) {
     try {
         fn();
     } catch (const Error& e) {
-        return e.chain();
+        return part(e);
     }
     return "";
 }
+}  // namespace
+
+std::string error_of(const std::function<void()>& fn) {
+    return thrown(fn, [](const Error& e) { return e.chain(); });
+}
 
 std::string reason_of(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const Error& e) {
-        return e.reason();
-    }
-    return "";
+    return thrown(fn, [](const Error& e) { return e.reason(); });
 }
 
 }  // namespace svm::test
