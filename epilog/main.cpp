@@ -152,9 +152,10 @@ int run(const std::string& config) {
             std::optional<svm::JobPlan> p = plan_of(cfg, job);
             if (p && !checkpoint_if_requeued(cfg, *p)) save_if_asked(cfg, *p, job);
         }
-        // 26.05's cgroup v2 names the job's directory by its SLUID.
+        // 26.05's cgroup v2 names the job's directory by its SLUID
+        // (remove_job_cgroups ignores one not shaped as such).
         const char* sluid = getenv("SLURM_JOB_SLUID");
-        auto failures = svm::teardown_job(cfg, {job, sluid && svm::is_sluid(sluid) ? sluid : ""});
+        auto failures = svm::teardown_job(cfg, {job, sluid ? sluid : ""});
         if (failures.empty()) {
             if (vm_job) svm::log::info("everything of the job on " + std::string(node) + " undone");
             return 0;
