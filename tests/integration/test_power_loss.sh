@@ -29,6 +29,10 @@ overlay="/var/lib/slurm-vm/node1/overlays/job_$id"
 "$sweep_bin" sweep --config "$conf" --node node1 >"$wd/sweep0.out" 2>&1 || fail "sweep failed: $(cat "$wd/sweep0.out")"
 [[ -d "$overlay" ]] || fail "sweep removed the overlay of running job $id: $(cat "$wd/sweep0.out")"
 
+# Asked now: slurmctld does not answer below.
+grace="$(scontrol show config | awk '$1 == "BatchStartTimeout" || $1 == "MessageTimeout" {s += $3} END {print s + 0}')"
+(( grace > 0 )) || fail "scontrol show config gave no BatchStartTimeout or MessageTimeout"
+started="$(date -d "$(job_field "$id" StartTime)" +%s)" || fail "job $id has no StartTime"
 slurmctld_pid="$(pgrep -x slurmctld | head -n1)"
 kill -STOP "$slurmctld_pid"  # Slurm cannot be asked: sweep must do nothing
 on_exit "kill -CONT $slurmctld_pid 2>/dev/null"
@@ -40,6 +44,12 @@ rc=0
 timeout 60 "$sweep_bin" sweep --config "$conf" --node node1 >"$wd/sweep1.out" 2>&1 || rc=$?
 [[ $rc -ne 0 ]] || fail "sweep succeeded although Slurm could not be asked: $(cat "$wd/sweep1.out")"
 [[ -d "$overlay" ]] || fail "sweep removed the overlay although Slurm could not be asked: $(cat "$wd/sweep1.out")"
+# slurmctld ends a batch job that its node no longer reports only if the
+# node registers more than BatchStartTimeout + MessageTimeout after the job
+# started (the script may still be starting); slurmd registers once when it
+# comes back, and the next registration may be many minutes away. So Slurm
+# is let answer again only once that grace has passed.
+while (( $(date +%s) <= started + grace + 2 )); do sleep 1; done
 kill -CONT "$slurmctld_pid"
 log "sweep did nothing while Slurm could not be asked ($(head -c 200 "$wd/sweep1.out"))"
 
