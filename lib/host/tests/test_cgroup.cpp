@@ -204,8 +204,7 @@ TEST_CASE("the memory limit on v1 ignores the no-limit value", "[cgroup]") {
 
 TEST_CASE("remove_job_cgroups on v2 removes the job's empty directories in its node's scope", "[cgroup]") {
     FakeCgroups t;
-    svm::mkdir_p(t.root);
-    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    t.cgroup("", {{"cgroup.controllers", "cpuset cpu memory\n"}});
     // Directories only (rmdir of a real cgroup ignores its interface files).
     for (const char* d : {"/system.slice/n1_slurmstepd.scope/job_42/step_extern/user/task_0/slurm_vm",
                           "/system.slice/n1_slurmstepd.scope/job_42/step_0/slurm",
@@ -253,8 +252,7 @@ TEST_CASE("a SLUID names the job's v2 cgroup from Slurm 26.05", "[cgroup]") {
 
 TEST_CASE("remove_job_cgroups on v2 removes the directory named by the job's SLUID", "[cgroup]") {
     FakeCgroups t;
-    svm::mkdir_p(t.root);
-    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    t.cgroup("", {{"cgroup.controllers", "cpuset cpu memory\n"}});
     svm::mkdir_p(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS00/step_extern/user/task_special/slurm_vm");
     svm::mkdir_p(t.root + "/system.slice/n1_slurmstepd.scope/s8A1M8JTMTWS01/step_extern");
     CHECK(svm::remove_job_cgroups(1, t.root, "n1") == 0);  // without its SLUID, the job's directory is not found
@@ -267,8 +265,7 @@ TEST_CASE("remove_job_cgroups on v2 removes the directory named by the job's SLU
 
 TEST_CASE("remove_job_cgroups on v2 finds slurmstepd's scope without a node prefix", "[cgroup]") {
     FakeCgroups t;
-    svm::mkdir_p(t.root);
-    svm::write_file_atomic(t.root + "/cgroup.controllers", "cpuset cpu memory\n");
+    t.cgroup("", {{"cgroup.controllers", "cpuset cpu memory\n"}});
     svm::mkdir_p(t.root + "/system.slice/slurmstepd.scope/job_9/step_extern/user/task_0/slurm_vm");
     svm::mkdir_p(t.root + "/system.slice/slurmstepd.scope/system");
     CHECK(svm::remove_job_cgroups(9, t.root, "n1") == 5);
