@@ -24,14 +24,9 @@ run() {
 run mpirun mpirun -np 4
 run srun srun --mpi=pmix -n4
 JOB
-chmod 755 "$wd/job.sh"
-chown -R "$SVM_USER:" "$wd"
-# shellcheck disable=SC2046
-id="$(cd "$wd" && as_user "$SVM_USER" sbatch --parsable -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500 $(vm_opts) job.sh)"
-log "submitted job $id"
-state="$(wait_job "$id" 900)"
+id="$(vm_batch "$wd" -N2 -w node1,node2 --ntasks-per-node=2 --mem=1500)"
 out="$wd/slurm-$id.out"
-[[ "$state" == COMPLETED ]] || fail "job $id ended $state: $(cat "$out")"
+wait_ended "$id" COMPLETED 900 "$out"
 
 # thermo LOG: the thermo table of a LAMMPS log, its header and rows.
 thermo() { awk '/^Step /{on = 1} /^Loop time of /{on = 0} on' "$1"; }
